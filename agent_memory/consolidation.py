@@ -1,0 +1,238 @@
+"""The steps of consolidating one scope, as plain async functions over a connection pool.
+
+The Prefect tasks in ``tasks/`` wrap these one to one (adding retries, names and logging); the
+flow in ``flows/consolidation.py`` puts them in order. Kept here so the logic is testable and
+importable without Prefect.
+
+Guarantees: the LLM is called outside any database transaction; a scope's writes (facts, episode
+marks, job status) commit in one transaction under a per-scope advisory lock, and only episodes
+still pending are marked, so two overlapping runs never consolidate an episode twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool
+
+from agent_memory.db import episodes as episode_repo
+from agent_memory.db import facts as fact_repo
+from agent_memory.db import jobs as job_repo
+from agent_memory.extraction.base import Extraction, Extractor, checksum
+from agent_memory.models import Episode, Fact, Scope
+from agent_memory.redact import redact
+
+Outcome = Literal["completed", "skipped", "failed", "empty"]
+
+
+@dataclass
+class ScopeBatch:
+    """A scope's pending episodes, loaded and checksummed, with its job row."""
+
+    scope: Scope
+    episodes: list[Episode]
+    checksum: str
+    job_id: int
+    seen_before: bool  # the last completed job had the same checksum: no LLM call needed
+
+    @property
+    def episode_ids(self) -> list[int]:
+        return [e.id for e in self.episodes]
+
+    @property
+    def occurred_at(self) -> datetime:
+        """When the newest conversation happened: the facts' decay clock starts there."""
+        return max(e.occurred_at for e in self.episodes)
+
+
+@dataclass
+class ScopeResult:
+    """How one scope's consolidation ended (one row of the run's summary artifact)."""
+
+    scope: Scope
+    outcome: Outcome
+    job_id: int | None = None
+    episodes: int = 0
+    facts_created: int = 0
+    facts_reinforced: int = 0
+    extractor: str | None = None
+    cached: bool = False
+    error: str | None = None
+    repairs: list[str] = field(default_factory=list)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def row(self) -> dict[str, Any]:
+        return {
+            "scope": self.scope.label,
+            "outcome": self.outcome,
+            "job": self.job_id,
+            "episodes": self.episodes,
+            "facts_created": self.facts_created,
+            "facts_reinforced": self.facts_reinforced,
+            "extractor": self.extractor or "",
+            "error": self.error or "",
+        }
+
+
+async def find_scopes(pool: AsyncConnectionPool, only: Scope | None, limit: int) -> list[Scope]:
+    """The scopes with pending episodes (just ``only`` if given and it has any)."""
+    async with pool.connection() as conn:
+        if only is not None:
+            return [only] if await episode_repo.load_pending(conn, only, limit=1) else []
+        return await episode_repo.pending_scopes(conn, limit=limit)
+
+
+async def load_batch(
+    pool: AsyncConnectionPool,
+    scope: Scope,
+    extractor: Extractor,
+    flow_run_id: str | None,
+    max_episodes: int,
+) -> ScopeBatch | None:
+    """Load the scope's pending episodes, checksum them and open a job row for them."""
+    async with pool.connection() as conn:
+        pending = await episode_repo.load_pending(conn, scope, limit=max_episodes)
+        if not pending:
+            return None
+        digest = checksum(pending)
+        last = await job_repo.last_completed_checksum(conn, scope)
+        job_id = await job_repo.start(conn, scope, extractor.name, flow_run_id)
+    return ScopeBatch(scope, pending, digest, job_id, seen_before=(last == digest))
+
+
+async def cached_extraction(
+    pool: AsyncConnectionPool, digest: str, extractor: Extractor
+) -> Extraction | None:
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            """SELECT facts FROM agent_memory.extraction_cache
+               WHERE content_checksum = %s AND extractor = %s AND prompt_version = %s""",
+            (digest, extractor.name, extractor.prompt_version),
+        )
+        row = await cur.fetchone()
+    if row is None:
+        return None
+    facts = [Fact.model_validate(f) for f in row[0]]
+    return Extraction(facts=facts, extractor=extractor.name, cached=True)
+
+
+async def store_extraction(
+    pool: AsyncConnectionPool, digest: str, extractor: Extractor, extraction: Extraction
+) -> None:
+    async with pool.connection() as conn:
+        await conn.execute(
+            """INSERT INTO agent_memory.extraction_cache
+                   (content_checksum, extractor, prompt_version, facts)
+               VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING""",
+            (
+                digest,
+                extractor.name,
+                extractor.prompt_version,
+                Jsonb([f.model_dump() for f in extraction.facts]),
+            ),
+        )
+
+
+async def extract(pool: AsyncConnectionPool, batch: ScopeBatch, extractor: Extractor) -> Extraction:
+    """The batch's facts: from the cache when this content was answered before, else the model.
+
+    The model's answer is cached before anything else is written, so a retry of the write step
+    (or a rerun after a crash) never calls the model again for the same content.
+    """
+    cached = await cached_extraction(pool, batch.checksum, extractor)
+    if cached is not None:
+        return cached
+    extraction = await extractor.extract(batch.episodes)
+    await store_extraction(pool, batch.checksum, extractor, extraction)
+    return extraction
+
+
+async def _lock_scope(conn: Any, scope: Scope) -> None:
+    await conn.execute(
+        "SELECT pg_advisory_xact_lock(hashtextextended("
+        "agent_memory.scope_key(%s, %s, %s), 7103))",
+        scope.params,
+    )
+
+
+async def write(
+    pool: AsyncConnectionPool, batch: ScopeBatch, extraction: Extraction | None
+) -> ScopeResult:
+    """Upsert facts, mark episodes and finish the job, in one transaction.
+
+    ``extraction`` is None for a batch whose content was already consolidated (checksum seen):
+    its episodes are marked and the job is ``skipped``. If another run marked any of these
+    episodes meanwhile, nothing is written and the job is ``skipped`` too.
+    """
+    scope = batch.scope
+    async with pool.connection() as conn, conn.transaction():
+        await _lock_scope(conn, scope)
+        marked = await episode_repo.mark_consolidated(conn, batch.episode_ids, batch.job_id)
+        if marked != len(batch.episodes):
+            raise _Overlap(marked)
+        created = reinforced = 0
+        status: Literal["completed", "skipped"] = "skipped"
+        if extraction is not None:
+            created, reinforced = await fact_repo.upsert(
+                conn, scope, extraction.facts, batch.occurred_at, batch.job_id
+            )
+            status = "completed"
+        await job_repo.finish(
+            conn,
+            batch.job_id,
+            status,
+            episodes=len(batch.episodes),
+            facts=created,
+            checksum=batch.checksum,
+        )
+    return ScopeResult(
+        scope=scope,
+        outcome=status,
+        job_id=batch.job_id,
+        episodes=len(batch.episodes),
+        facts_created=created,
+        facts_reinforced=reinforced,
+        extractor=extraction.extractor if extraction else None,
+        cached=bool(extraction and extraction.cached),
+        repairs=extraction.repairs if extraction else [],
+        prompt_tokens=extraction.usage.prompt_tokens if extraction else 0,
+        completion_tokens=extraction.usage.completion_tokens if extraction else 0,
+    )
+
+
+class _Overlap(Exception):
+    """Another run consolidated some of this batch's episodes first."""
+
+    def __init__(self, marked: int) -> None:
+        super().__init__(f"{marked} episodes were still pending; another run took the rest")
+
+
+async def write_or_yield(
+    pool: AsyncConnectionPool, batch: ScopeBatch, extraction: Extraction | None
+) -> ScopeResult:
+    """:func:`write`, turning an overlap with another run into a ``skipped`` job."""
+    try:
+        return await write(pool, batch, extraction)
+    except _Overlap as overlap:
+        async with pool.connection() as conn:
+            await job_repo.finish(conn, batch.job_id, "skipped", error=f"overlap: {overlap}")
+        return ScopeResult(batch.scope, "skipped", batch.job_id, error=f"overlap: {overlap}")
+
+
+async def fail(
+    pool: AsyncConnectionPool,
+    scope: Scope,
+    job_id: int | None,
+    error: BaseException,
+    secrets: list[str | None],
+) -> ScopeResult:
+    """Record a failed scope: its job row says why; its episodes stay pending."""
+    message = redact(f"{type(error).__name__}: {error}", secrets)
+    if job_id is not None:
+        async with pool.connection() as conn:
+            await job_repo.finish(conn, job_id, "failed", error=message)
+    return ScopeResult(scope, "failed", job_id, error=message)

@@ -1,0 +1,117 @@
+"""Finding the database: ``DATABASE_URL`` when set, otherwise an embedded PostgreSQL.
+
+The embedded server comes from the ``pgserver`` package (a real PostgreSQL 16 in a data
+directory, reached over a Unix socket). Processes that share a data directory share one server;
+it stops when the last of them lets go. As root, pgserver runs PostgreSQL as its own system user
+and opens the search bit on every directory above the data directory, which is why root's
+default data directory is under /var/lib rather than /root (see settings.default_data_dir).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+from agent_memory.errors import DatabaseUnavailableError
+from agent_memory.redact import redact
+from agent_memory.settings import DatabaseSettings
+
+log = logging.getLogger(__name__)
+
+_embedded_lock = threading.Lock()
+_embedded: dict[str, Any] = {}
+
+
+@dataclass
+class Database:
+    """A resolved database: its DSN (a secret) and, when embedded, the server handle."""
+
+    dsn: str = field(repr=False)
+    embedded: bool
+    settings: DatabaseSettings = field(repr=False)
+
+    @property
+    def display(self) -> str:
+        """Where the database is, safe to print."""
+        return redact(self.dsn)
+
+    def connect(self, **kwargs: Any) -> psycopg.Connection[Any]:
+        return psycopg.connect(self.dsn, connect_timeout=int(self.settings.connect_timeout), **kwargs)
+
+    async def aconnect(self, **kwargs: Any) -> psycopg.AsyncConnection[Any]:
+        return await psycopg.AsyncConnection.connect(
+            self.dsn, connect_timeout=int(self.settings.connect_timeout), **kwargs
+        )
+
+    def async_pool(self, *, max_size: int | None = None) -> AsyncConnectionPool:
+        """An unopened async pool (open it with ``await pool.open()`` in the loop that uses it)."""
+        size = max_size or self.settings.pool_max_size
+        return AsyncConnectionPool(
+            self.dsn,
+            min_size=min(self.settings.pool_min_size, size),
+            max_size=size,
+            open=False,
+            timeout=self.settings.connect_timeout,
+            kwargs={"autocommit": True},
+            name="agent-memory",
+        )
+
+    def sync_pool(self, *, max_size: int | None = None) -> ConnectionPool:
+        size = max_size or self.settings.pool_max_size
+        return ConnectionPool(
+            self.dsn,
+            min_size=min(self.settings.pool_min_size, size),
+            max_size=size,
+            open=False,
+            timeout=self.settings.connect_timeout,
+            kwargs={"autocommit": True},
+            name="agent-memory-sync",
+        )
+
+
+def resolve(settings: DatabaseSettings) -> Database:
+    """The database named by the settings, starting the embedded one if none is named."""
+    if settings.url is not None:
+        return Database(dsn=settings.url.get_secret_value(), embedded=False, settings=settings)
+    return Database(dsn=_embedded_dsn(settings), embedded=True, settings=settings)
+
+
+def _embedded_dsn(settings: DatabaseSettings) -> str:
+    data_dir = settings.data_dir.expanduser().resolve()
+    key = str(data_dir)
+    with _embedded_lock:
+        server = _embedded.get(key)
+        if server is None:
+            server = _start_embedded(data_dir)
+            _embedded[key] = server
+        return str(server.get_uri())
+
+
+def _start_embedded(data_dir: Path) -> Any:
+    try:
+        with warnings.catch_warnings():
+            # platformdirs warns about XDG_RUNTIME_DIR on import; irrelevant to a data dir we name
+            warnings.simplefilter("ignore")
+            import pgserver
+    except ImportError as exc:  # pragma: no cover - a dependency of the package
+        raise DatabaseUnavailableError(
+            "no DATABASE_URL is set and the embedded server (pgserver) is not installed"
+        ) from exc
+    try:
+        data_dir.parent.mkdir(parents=True, exist_ok=True)
+        log.info("starting embedded PostgreSQL in %s", data_dir)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return pgserver.get_server(data_dir, cleanup_mode="stop")
+    except Exception as exc:
+        raise DatabaseUnavailableError(
+            f"could not start the embedded PostgreSQL in {data_dir}: {exc}. "
+            "Set DATABASE_URL to use another server."
+        ) from exc

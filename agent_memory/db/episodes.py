@@ -1,0 +1,124 @@
+"""Episodes: recorded conversations waiting to be consolidated."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+
+from agent_memory.models import Episode, Scope
+
+_SCOPE_MATCH = "scope_key = agent_memory.scope_key(%(user_id)s, %(agent_id)s, %(workflow_id)s)"
+
+INSERT = """
+INSERT INTO agent_memory.episodes
+    (user_id, agent_id, workflow_id, messages, message_count, metadata, occurred_at)
+VALUES (%(user_id)s, %(agent_id)s, %(workflow_id)s, %(messages)s, %(message_count)s,
+        %(metadata)s, coalesce(%(occurred_at)s, now()))
+RETURNING id
+"""
+
+PENDING_SCOPES = """
+SELECT DISTINCT ON (scope_key) user_id, agent_id, workflow_id
+FROM agent_memory.episodes
+WHERE consolidated = false
+ORDER BY scope_key
+LIMIT %(limit)s
+"""
+
+LOAD_PENDING = f"""
+SELECT id, user_id, agent_id, workflow_id, messages, occurred_at, created_at, consolidated
+FROM agent_memory.episodes
+WHERE consolidated = false AND {_SCOPE_MATCH}
+ORDER BY occurred_at, id
+LIMIT %(limit)s
+"""
+
+# Only episodes still pending are marked: if another run got there first, the count tells.
+MARK = """
+UPDATE agent_memory.episodes
+SET consolidated = true, consolidated_at = now(), consolidation_job_id = %(job_id)s
+WHERE id = ANY(%(ids)s) AND consolidated = false
+"""
+
+BY_SCOPE = f"""
+SELECT id, user_id, agent_id, workflow_id, messages, occurred_at, created_at, consolidated
+FROM agent_memory.episodes
+WHERE {_SCOPE_MATCH}
+ORDER BY occurred_at, id
+LIMIT %(limit)s
+"""
+
+
+def insert_params(
+    scope: Scope,
+    messages: list[dict[str, Any]],
+    metadata: dict[str, Any],
+    occurred_at: datetime | None,
+) -> dict[str, Any]:
+    return {
+        **scope.as_dict(),
+        "messages": Jsonb(messages),
+        "message_count": len(messages),
+        "metadata": Jsonb(metadata),
+        "occurred_at": occurred_at,
+    }
+
+
+def insert_sync(
+    conn: psycopg.Connection[Any],
+    scope: Scope,
+    messages: list[dict[str, Any]],
+    metadata: dict[str, Any],
+    occurred_at: datetime | None = None,
+) -> int:
+    row = conn.execute(INSERT, insert_params(scope, messages, metadata, occurred_at)).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def insert(
+    conn: psycopg.AsyncConnection[Any],
+    scope: Scope,
+    messages: list[dict[str, Any]],
+    metadata: dict[str, Any],
+    occurred_at: datetime | None = None,
+) -> int:
+    cur = await conn.execute(INSERT, insert_params(scope, messages, metadata, occurred_at))
+    row = await cur.fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def pending_scopes(conn: psycopg.AsyncConnection[Any], limit: int = 100_000) -> list[Scope]:
+    """The scopes that have unconsolidated episodes, in a stable order."""
+    cur = await conn.execute(PENDING_SCOPES, {"limit": limit})
+    return [Scope(*row) for row in await cur.fetchall()]
+
+
+async def load_pending(
+    conn: psycopg.AsyncConnection[Any], scope: Scope, limit: int = 10_000
+) -> list[Episode]:
+    """A scope's unconsolidated episodes, oldest first."""
+    return await _episodes(conn, LOAD_PENDING, scope, limit)
+
+
+async def by_scope(conn: psycopg.AsyncConnection[Any], scope: Scope, limit: int = 10_000) -> list[Episode]:
+    """All of a scope's episodes, oldest first."""
+    return await _episodes(conn, BY_SCOPE, scope, limit)
+
+
+async def _episodes(
+    conn: psycopg.AsyncConnection[Any], query: str, scope: Scope, limit: int
+) -> list[Episode]:
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(query, {**scope.as_dict(), "limit": limit})
+        return [Episode.model_validate(row) for row in await cur.fetchall()]
+
+
+async def mark_consolidated(conn: psycopg.AsyncConnection[Any], ids: list[int], job_id: int) -> int:
+    cur = await conn.execute(MARK, {"ids": ids, "job_id": job_id})
+    return cur.rowcount

@@ -1,0 +1,223 @@
+"""Facts (memory_items): the top of a scope for inject, upserts from consolidation, the purge.
+
+Current importance is derived from ``decay_rank`` and the day (see :mod:`agent_memory.decay`);
+the factor comes from the ``decay_policy`` row, so every reader and writer uses the same one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from collections.abc import Sequence
+from datetime import date, datetime
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from agent_memory.decay import MIN_IMPORTANCE, day_index
+from agent_memory.models import Fact, MemoryItem, Scope
+
+_SCOPE_MATCH = "scope_key = agent_memory.scope_key(%(user_id)s, %(agent_id)s, %(workflow_id)s)"
+_LAM = "(SELECT -ln(factor) FROM agent_memory.decay_policy)"
+
+# The inject query: one index range scan on (scope_key, decay_rank DESC), no sort, no full scan.
+TOP = f"""
+SELECT id, content, exp(decay_rank - %(day)s * {_LAM}) AS importance
+FROM agent_memory.memory_items
+WHERE {_SCOPE_MATCH}
+  AND decay_rank >= ln(%(min_importance)s) + %(day)s * {_LAM}
+ORDER BY decay_rank DESC
+LIMIT %(limit)s
+"""
+
+ITEMS = f"""
+SELECT id, user_id, agent_id, workflow_id, content,
+       exp(decay_rank - %(day)s * {_LAM}) AS importance,
+       importance AS base_importance, importance_at, created_at, updated_at
+FROM agent_memory.memory_items
+WHERE {_SCOPE_MATCH}
+ORDER BY decay_rank DESC
+LIMIT %(limit)s
+"""
+
+# A fact mentioned again is reinforced, not copied: it keeps the higher of its current and its
+# new importance, and its decay clock restarts at the newer mention.
+UPSERT = f"""
+INSERT INTO agent_memory.memory_items AS m
+    (user_id, agent_id, workflow_id, content, content_hash, importance, importance_at,
+     decay_rank, source_job_id)
+VALUES (%(user_id)s, %(agent_id)s, %(workflow_id)s, %(content)s, %(content_hash)s,
+        %(importance)s, %(at)s,
+        ln(%(importance)s) + agent_memory.day_index(%(at)s) * {_LAM}, %(job_id)s)
+ON CONFLICT (scope_key, content_hash) DO UPDATE SET
+    decay_rank    = greatest(m.decay_rank, EXCLUDED.decay_rank),
+    importance_at = greatest(m.importance_at, EXCLUDED.importance_at),
+    importance    = least(1.0, exp(greatest(m.decay_rank, EXCLUDED.decay_rank)
+                        - agent_memory.day_index(greatest(m.importance_at, EXCLUDED.importance_at))
+                          * {_LAM})),
+    content       = EXCLUDED.content,
+    source_job_id = EXCLUDED.source_job_id,
+    updated_at    = now()
+RETURNING id, (xmax = 0) AS inserted
+"""
+
+# Bounded batches, so the purge never holds many row locks or one long transaction.
+PURGE_BATCH = f"""
+WITH doomed AS (
+    SELECT id FROM agent_memory.memory_items
+    WHERE decay_rank < ln(%(purge_below)s) + %(day)s * {_LAM}
+      AND (%(all_scopes)s OR {_SCOPE_MATCH})
+    LIMIT %(batch)s
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM agent_memory.memory_items m USING doomed WHERE m.id = doomed.id
+"""
+
+_SPACE = re.compile(r"\s+")
+
+
+def normalise(content: str) -> str:
+    """The form in which two wordings count as the same fact (case, spacing, final stop)."""
+    text = unicodedata.normalize("NFKC", content).casefold()
+    return _SPACE.sub(" ", text).strip().rstrip(".!;").strip()
+
+
+def content_hash(content: str) -> bytes:
+    return hashlib.sha256(normalise(content).encode("utf-8")).digest()
+
+
+def top_params(scope: Scope, min_importance: float, limit: int, on: date) -> dict[str, Any]:
+    return {
+        **scope.as_dict(),
+        "day": day_index(on),
+        "min_importance": max(min_importance, MIN_IMPORTANCE),
+        "limit": limit,
+    }
+
+
+def top_sync(
+    conn: psycopg.Connection[Any], scope: Scope, min_importance: float, limit: int, on: date
+) -> list[tuple[int, str, float]]:
+    rows = conn.execute(TOP, top_params(scope, min_importance, limit, on)).fetchall()
+    return [(int(r[0]), str(r[1]), float(r[2])) for r in rows]
+
+
+async def top(
+    conn: psycopg.AsyncConnection[Any], scope: Scope, min_importance: float, limit: int, on: date
+) -> list[tuple[int, str, float]]:
+    """The scope's facts with current importance >= ``min_importance``, most important first."""
+    cur = await conn.execute(TOP, top_params(scope, min_importance, limit, on))
+    return [(int(r[0]), str(r[1]), float(r[2])) for r in await cur.fetchall()]
+
+
+async def items(
+    conn: psycopg.AsyncConnection[Any], scope: Scope, on: date, limit: int = 1000
+) -> list[MemoryItem]:
+    """The scope's facts as full records, most important first."""
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(ITEMS, {**scope.as_dict(), "day": day_index(on), "limit": limit})
+        return [MemoryItem.model_validate(row) for row in await cur.fetchall()]
+
+
+async def upsert(
+    conn: psycopg.AsyncConnection[Any],
+    scope: Scope,
+    facts: Sequence[Fact],
+    at: datetime,
+    job_id: int | None,
+) -> tuple[int, int]:
+    """Insert new facts and reinforce known ones; returns (created, reinforced)."""
+    if not facts:
+        return 0, 0
+    params = [
+        {
+            **scope.as_dict(),
+            "content": fact.content,
+            "content_hash": content_hash(fact.content),
+            "importance": max(fact.importance, MIN_IMPORTANCE),
+            "at": at,
+            "job_id": job_id,
+        }
+        for fact in _dedupe(facts)
+    ]
+    created = reinforced = 0
+    async with conn.cursor() as cur:
+        await cur.executemany(UPSERT, params, returning=True)
+        while True:
+            row = await cur.fetchone()
+            if row is not None:
+                if row[1]:
+                    created += 1
+                else:
+                    reinforced += 1
+            if not cur.nextset():
+                break
+    return created, reinforced
+
+
+def _dedupe(facts: Sequence[Fact]) -> list[Fact]:
+    """One fact per normalised content (the highest importance wins), in first-seen order."""
+    best: dict[bytes, Fact] = {}
+    for fact in facts:
+        key = content_hash(fact.content)
+        if key not in best or fact.importance > best[key].importance:
+            best[key] = fact
+    return list(best.values())
+
+
+async def purge(
+    conn: psycopg.AsyncConnection[Any],
+    purge_below: float,
+    on: date,
+    scope: Scope | None = None,
+    batch: int = 5_000,
+) -> int:
+    """Delete facts whose importance on ``on`` is below ``purge_below``; returns how many.
+
+    Runs in autocommit batches of ``batch`` rows.
+    """
+    params = {
+        **(scope or Scope()).as_dict(),
+        "all_scopes": scope is None,
+        "purge_below": purge_below,
+        "day": day_index(on),
+        "batch": batch,
+    }
+    total = 0
+    while True:
+        async with conn.transaction():
+            cur = await conn.execute(PURGE_BATCH, params)
+        total += cur.rowcount
+        if cur.rowcount < batch:
+            return total
+
+
+async def policy_factor(conn: psycopg.AsyncConnection[Any]) -> float | None:
+    cur = await conn.execute("SELECT factor FROM agent_memory.decay_policy")
+    row = await cur.fetchone()
+    return float(row[0]) if row else None
+
+
+async def rebase(conn: psycopg.AsyncConnection[Any], factor: float, on: date) -> int:
+    """Switch to a new decay factor: every fact keeps its importance as of ``on``.
+
+    Rewrites every row once (only when the configured factor changes).
+    """
+    day = day_index(on)
+    async with conn.transaction():
+        await conn.execute("SELECT factor FROM agent_memory.decay_policy FOR UPDATE")
+        cur = await conn.execute(
+            f"""
+            UPDATE agent_memory.memory_items
+            SET importance = least(1.0, exp(decay_rank - %(day)s * {_LAM})),
+                importance_at = (%(on)s::date)::timestamp AT TIME ZONE 'UTC',
+                decay_rank = decay_rank - %(day)s * {_LAM} + %(day)s * -ln(%(factor)s)
+            """,
+            {"day": day, "on": on, "factor": factor},
+        )
+        await conn.execute(
+            "UPDATE agent_memory.decay_policy SET factor = %s, updated_at = now()", (factor,)
+        )
+    return cur.rowcount

@@ -1,0 +1,102 @@
+"""Consolidation jobs: one row per attempt at one scope, with its outcome."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from agent_memory.models import ConsolidationJob, JobStatus, Scope
+
+_SCOPE_MATCH = "scope_key = agent_memory.scope_key(%(user_id)s, %(agent_id)s, %(workflow_id)s)"
+_COLUMNS = """id, user_id, agent_id, workflow_id, status, episodes_processed, facts_created,
+    content_checksum, extractor, flow_run_id, started_at, finished_at, error"""
+
+START = """
+INSERT INTO agent_memory.consolidation_jobs
+    (user_id, agent_id, workflow_id, status, extractor, flow_run_id)
+VALUES (%(user_id)s, %(agent_id)s, %(workflow_id)s, 'running', %(extractor)s, %(flow_run_id)s)
+RETURNING id
+"""
+
+LAST_COMPLETED_CHECKSUM = f"""
+SELECT content_checksum FROM agent_memory.consolidation_jobs
+WHERE {_SCOPE_MATCH} AND status = 'completed' AND content_checksum IS NOT NULL
+ORDER BY started_at DESC, id DESC
+LIMIT 1
+"""
+
+FINISH = """
+UPDATE agent_memory.consolidation_jobs
+SET status = %(status)s, episodes_processed = %(episodes)s, facts_created = %(facts)s,
+    content_checksum = %(checksum)s, finished_at = now(), error = %(error)s
+WHERE id = %(job_id)s
+"""
+
+LIST = f"""
+SELECT {_COLUMNS} FROM agent_memory.consolidation_jobs
+WHERE (%(status)s::text IS NULL OR status = %(status)s)
+ORDER BY started_at DESC, id DESC
+LIMIT %(limit)s
+"""
+
+MAX_ERROR_CHARS = 4000
+
+
+async def start(
+    conn: psycopg.AsyncConnection[Any], scope: Scope, extractor: str, flow_run_id: str | None
+) -> int:
+    cur = await conn.execute(
+        START, {**scope.as_dict(), "extractor": extractor, "flow_run_id": flow_run_id}
+    )
+    row = await cur.fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def last_completed_checksum(conn: psycopg.AsyncConnection[Any], scope: Scope) -> str | None:
+    cur = await conn.execute(LAST_COMPLETED_CHECKSUM, scope.as_dict())
+    row = await cur.fetchone()
+    return str(row[0]) if row else None
+
+
+async def finish(
+    conn: psycopg.AsyncConnection[Any],
+    job_id: int,
+    status: JobStatus,
+    *,
+    episodes: int = 0,
+    facts: int = 0,
+    checksum: str | None = None,
+    error: str | None = None,
+) -> None:
+    """Record a job's outcome. The caller has already redacted ``error``."""
+    await conn.execute(
+        FINISH,
+        {
+            "job_id": job_id,
+            "status": status,
+            "episodes": episodes,
+            "facts": facts,
+            "checksum": checksum,
+            "error": error[:MAX_ERROR_CHARS] if error else None,
+        },
+    )
+
+
+async def get(conn: psycopg.AsyncConnection[Any], job_id: int) -> ConsolidationJob | None:
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(
+            f"SELECT {_COLUMNS} FROM agent_memory.consolidation_jobs WHERE id = %s", (job_id,)
+        )
+        row = await cur.fetchone()
+    return ConsolidationJob.model_validate(row) if row else None
+
+
+async def list_jobs(
+    conn: psycopg.AsyncConnection[Any], status: JobStatus | None = None, limit: int = 50
+) -> list[ConsolidationJob]:
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(LIST, {"status": status, "limit": limit})
+        return [ConsolidationJob.model_validate(r) for r in await cur.fetchall()]

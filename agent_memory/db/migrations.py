@@ -1,0 +1,107 @@
+"""Applying the numbered migrations in ``sql/`` and recording the version.
+
+Position in the ordered list is the version. A migration runs in one transaction together with
+the row that records it, under an advisory lock so two processes starting at once do not race.
+Every statement is written to be safe to re-run as well.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from agent_memory.errors import MigrationError
+
+_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+# any constant works; it only has to be the same in every process
+_MIGRATION_LOCK = 0x6167_6D65_6D00
+
+_BOOTSTRAP = """
+CREATE SCHEMA IF NOT EXISTS agent_memory;
+CREATE TABLE IF NOT EXISTS agent_memory.schema_migrations (
+    version    integer PRIMARY KEY,
+    name       text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+);
+"""
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    sql: str
+
+
+def sql_dir() -> Path:
+    """The migrations folder: inside the installed package, or ``sql/`` in a source checkout."""
+    here = Path(__file__).resolve().parent.parent
+    for candidate in (here / "sql", here.parent / "sql"):
+        if candidate.is_dir():
+            return candidate
+    raise MigrationError(f"no sql/ folder with migrations next to {here}")
+
+
+def load_migrations(folder: Path | None = None) -> list[Migration]:
+    """The migrations in order; their numbers must run 1, 2, 3, ... with no gap."""
+    folder = folder or sql_dir()
+    found: list[Migration] = []
+    for path in sorted(folder.glob("*.sql")):
+        match = _NAME.match(path.name)
+        if not match:
+            raise MigrationError(f"migration file name {path.name!r} is not NNNN_name.sql")
+        found.append(Migration(int(match[1]), path.stem, path.read_text(encoding="utf-8")))
+    for expected, migration in enumerate(found, start=1):
+        if migration.version != expected:
+            raise MigrationError(
+                f"migration {migration.name!r} has version {migration.version}, expected {expected}"
+            )
+    return found
+
+
+def migrate(conn: psycopg.Connection[Any], *, migrations: list[Migration] | None = None) -> list[str]:
+    """Bring the schema up to date; returns the names of the migrations applied now."""
+    migrations = migrations if migrations is not None else load_migrations()
+    applied: list[str] = []
+    try:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+            conn.execute(_BOOTSTRAP)
+            rows = conn.execute("SELECT version FROM agent_memory.schema_migrations").fetchall()
+            done = {int(r[0]) for r in rows}
+            for migration in migrations:
+                if migration.version in done:
+                    continue
+                with conn.transaction():
+                    conn.execute(migration.sql.encode("utf-8"))
+                    conn.execute(
+                        "INSERT INTO agent_memory.schema_migrations (version, name) VALUES (%s, %s)",
+                        (migration.version, migration.name),
+                    )
+                applied.append(migration.name)
+    except psycopg.Error as exc:
+        raise MigrationError(f"migration failed: {exc}") from exc
+    return applied
+
+
+def current_version(conn: psycopg.Connection[Any]) -> int:
+    """The highest applied migration version (0 for an empty database)."""
+    row = conn.execute(
+        "SELECT to_regclass('agent_memory.schema_migrations') IS NOT NULL"
+    ).fetchone()
+    if not row or not row[0]:
+        return 0
+    row = conn.execute("SELECT coalesce(max(version), 0) FROM agent_memory.schema_migrations").fetchone()
+    return int(row[0]) if row else 0
+
+
+def ensure_decay_policy(conn: psycopg.Connection[Any], factor: float) -> None:
+    """Record the decay factor on first setup (a later change is applied by the decay flow)."""
+    conn.execute(
+        "INSERT INTO agent_memory.decay_policy (id, factor) VALUES (true, %s) ON CONFLICT DO NOTHING",
+        (factor,),
+    )

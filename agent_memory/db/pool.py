@@ -1,0 +1,45 @@
+"""Opening a database for use: resolve it, bring the schema up to date, open a pool."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+
+from agent_memory.db.connection import Database, resolve
+from agent_memory.db.migrations import ensure_decay_policy, migrate
+from agent_memory.errors import DatabaseUnavailableError
+from agent_memory.redact import redact
+from agent_memory.settings import Settings
+
+
+def setup_schema(database: Database, decay_factor: float) -> list[str]:
+    """Apply pending migrations and record the decay policy; returns migrations applied."""
+    try:
+        with database.connect(autocommit=True) as conn:
+            applied = migrate(conn)
+            ensure_decay_policy(conn, decay_factor)
+    except psycopg.OperationalError as exc:
+        raise DatabaseUnavailableError(
+            f"cannot reach the database at {database.display}: {redact(str(exc))}"
+        ) from None
+    return applied
+
+
+@asynccontextmanager
+async def open_pool(
+    settings: Settings, *, max_size: int | None = None, setup: bool = True
+) -> AsyncIterator[AsyncConnectionPool]:
+    """An open async pool on the configured database (schema brought up to date first)."""
+    database = resolve(settings.db)
+    if setup:
+        await asyncio.to_thread(setup_schema, database, settings.memory.decay_factor)
+    pool = database.async_pool(max_size=max_size)
+    await pool.open(wait=True, timeout=settings.db.connect_timeout)
+    try:
+        yield pool
+    finally:
+        await pool.close()

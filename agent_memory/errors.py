@@ -1,0 +1,43 @@
+"""The exceptions agent-memory raises.
+
+Every error derives from :class:`AgentMemoryError` and from the builtin it behaves like, so
+callers can catch either. Messages name the bad value (never a secret).
+"""
+
+from __future__ import annotations
+
+
+class AgentMemoryError(Exception):
+    """Base class of every agent-memory error."""
+
+
+class ConfigurationError(AgentMemoryError, ValueError):
+    """A setting is missing or has a value that cannot work."""
+
+
+class InvalidScopeError(AgentMemoryError, ValueError):
+    """A scope part (user_id, agent_id, workflow_id) is not a storable identifier."""
+
+
+class InvalidMessageError(AgentMemoryError, ValueError):
+    """A conversation message cannot be stored losslessly."""
+
+
+class EpisodeTooLargeError(InvalidMessageError):
+    """An episode exceeds the configured size limit."""
+
+
+class ExtractionError(AgentMemoryError, RuntimeError):
+    """The extractor's answer could not be turned into valid facts (a permanent failure)."""
+
+
+class TransientExtractionError(AgentMemoryError, RuntimeError):
+    """The extractor failed in a way a retry may fix (rate limit, 5xx, timeout, connection)."""
+
+
+class MigrationError(AgentMemoryError, RuntimeError):
+    """The database schema could not be brought up to date."""
+
+
+class DatabaseUnavailableError(AgentMemoryError, ConnectionError):
+    """No database could be reached or started."""

@@ -1,0 +1,49 @@
+"""What every extractor returns, and the checksum of its input."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from agent_memory.models import Episode, Fact
+
+
+@dataclass
+class Usage:
+    """What one extraction cost."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = None
+    latency_s: float = 0.0
+
+
+@dataclass
+class Extraction:
+    """Facts extracted from a batch of episodes, and what was repaired in the model's answer."""
+
+    facts: list[Fact]
+    extractor: str
+    repairs: list[str] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    cached: bool = False
+
+
+class Extractor(Protocol):
+    """Anything that turns episodes into facts."""
+
+    name: str
+    prompt_version: str
+
+    async def extract(self, episodes: Sequence[Episode]) -> Extraction: ...
+
+
+def checksum(episodes: Sequence[Episode]) -> str:
+    """SHA-256 of the episodes' messages (content only, not ids or times), as in the seed."""
+    payload = json.dumps(
+        [e.messages for e in episodes], sort_keys=True, ensure_ascii=False, separators=(",", ":")
+    )
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()

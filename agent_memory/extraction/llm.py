@@ -1,0 +1,110 @@
+"""Extraction with an LLM through litellm: any provider, or a local OpenAI-compatible server.
+
+litellm is imported here only, on first use, so an agent that merely injects and records never
+pays for it. litellm's own retries are off: retries belong to the Prefect task (declared on its
+decorator), which sees :class:`TransientExtractionError` for faults worth retrying and
+:class:`ExtractionError` for the rest.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from agent_memory.errors import ExtractionError, TransientExtractionError
+from agent_memory.extraction.base import Extraction, Usage
+from agent_memory.extraction.parse import parse_facts
+from agent_memory.extraction.prompt import PROMPT_VERSION, build_messages
+from agent_memory.models import Episode
+from agent_memory.redact import redact
+from agent_memory.settings import LLMSettings
+
+# litellm fetches a price list over the network at import unless told to use its local copy.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+# ...and may try to download a tokenizer from a model hub for some model names.
+os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
+
+
+def _litellm() -> Any:
+    import litellm
+
+    litellm.suppress_debug_info = True  # else every error prints a help banner to stdout
+    litellm.disable_hf_tokenizer_download = True
+    litellm.drop_params = True
+    return litellm
+
+
+def _transient_types(litellm: Any) -> tuple[type[BaseException], ...]:
+    names = (
+        "RateLimitError",
+        "Timeout",
+        # a refused connection arrives as InternalServerError (status 500) in litellm 1.110
+        "APIConnectionError",
+        "InternalServerError",
+        "ServiceUnavailableError",
+        "BadGatewayError",
+    )
+    return tuple(getattr(litellm, n) for n in names if hasattr(litellm, n))
+
+
+class LLMExtractor:
+    """Facts from an LLM named by ``AGENT_MEMORY_LLM_MODEL`` (a litellm model string)."""
+
+    prompt_version = PROMPT_VERSION
+
+    def __init__(self, settings: LLMSettings) -> None:
+        if not settings.model:
+            raise ValueError("LLMExtractor needs a model; use OfflineExtractor without one")
+        self.settings = settings
+        self.name: str = settings.model
+
+    def _secrets(self) -> list[str | None]:
+        key = self.settings.api_key
+        return [key.get_secret_value() if key else None]
+
+    async def complete(self, messages: list[dict[str, str]]) -> tuple[str, Usage]:
+        """One chat completion; returns the text and its usage. Errors are classified."""
+        litellm = _litellm()
+        s = self.settings
+        started = time.perf_counter()
+        try:
+            response = await litellm.acompletion(
+                model=s.model,
+                messages=messages,
+                api_base=s.api_base,
+                api_key=s.api_key.get_secret_value() if s.api_key else None,
+                temperature=s.temperature,
+                max_tokens=s.max_tokens,
+                timeout=s.timeout,
+                num_retries=0,
+                max_retries=0,
+            )
+        except _transient_types(litellm) as exc:
+            message = redact(f"{type(exc).__name__}: {exc}", self._secrets())
+            raise TransientExtractionError(f"LLM call to {s.model} failed: {message}") from None
+        except Exception as exc:
+            message = redact(f"{type(exc).__name__}: {exc}", self._secrets())
+            raise ExtractionError(f"LLM call to {s.model} failed: {message}") from None
+        latency = time.perf_counter() - started
+        choice = response.choices[0]
+        text = choice.message.content or ""
+        usage = getattr(response, "usage", None)
+        cost: float | None = (getattr(response, "_hidden_params", None) or {}).get("response_cost")
+        if cost is None:
+            try:
+                cost = float(litellm.completion_cost(completion_response=response))
+            except Exception:  # a model litellm has no price for: unknown, rather than wrong
+                cost = None
+        return text, Usage(
+            prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+            completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+            cost_usd=cost,
+            latency_s=latency,
+        )
+
+    async def extract(self, episodes: Sequence[Episode]) -> Extraction:
+        text, usage = await self.complete(build_messages(episodes))
+        facts, repairs = parse_facts(text)
+        return Extraction(facts=facts, extractor=self.name, repairs=repairs, usage=usage)

@@ -1,0 +1,99 @@
+"""The offline extractor: deterministic rules, no model, no network.
+
+It reads what the *user* said, sentence by sentence, and keeps first-person statements about
+themselves ("I'm a ...", "I prefer ...", "we use ...", "my ... keeps timing out"), rewritten in
+the third person. It is far less clever than a model, but the same input always gives the same
+facts, so the whole pipeline runs and can be tested with no LLM configured.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+
+from agent_memory.extraction.base import Extraction, Usage
+from agent_memory.messages import role_and_text
+from agent_memory.models import Episode, Fact
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+|;\s*|,?\s+and\s+(?=(?:I|we|my|our)\b)", re.I)
+_GREETING = re.compile(r"^(?:hi|hello|hey|thanks|thank you|ok|okay)\b[\s!,.]*", re.I)
+
+# (pattern, template, importance). Templates use the named groups; order matters.
+_RULES: list[tuple[re.Pattern[str], str, float]] = [
+    (re.compile(r"^(?:I'?m|I am) (?P<x>(?:an?|the) .+)$", re.I), "User is {x}", 0.9),
+    (re.compile(r"^(?:I|we) (?:prefer|like|love|enjoy) (?P<x>.+)$", re.I), "User prefers {x}", 0.8),
+    (re.compile(r"^(?:I|we) (?:hate|dislike|don'?t like|avoid) (?P<x>.+)$", re.I),
+     "User dislikes {x}", 0.75),
+    (re.compile(r"^(?:I'?m|we'?re|I am|we are) (?:using|running|on) (?P<x>.+)$", re.I),
+     "User uses {x}", 0.75),
+    (re.compile(r"^(?:I|we) (?:use|run|deploy on|work with) (?P<x>.+)$", re.I), "User uses {x}", 0.75),
+    (re.compile(r"^(?:I|we) (?:work|am working|are working) (?P<x>(?:at|for|on|in) .+)$", re.I),
+     "User works {x}", 0.8),
+    (re.compile(r"^(?:I'?m|I am|we'?re|we are) working (?P<x>(?:at|for|on|in) .+)$", re.I),
+     "User is working {x}", 0.8),
+    (re.compile(r"^(?:I'?m|I am) (?P<x>(?:based|located|from|living) .+)$", re.I),
+     "User is {x}", 0.6),
+    (re.compile(r"^(?:my|our) (?P<k>[\w\s-]{1,40}?) (?P<v>is|are) (?P<x>.+)$", re.I),
+     "User's {k} {v} {x}", 0.7),
+    (re.compile(r"^(?:my|our) (?P<x>.+ (?:keeps|kept|is|are) (?:failing|timing out|crashing|"
+                r"slow|broken|down).*)$", re.I), "User reported that their {x}", 0.7),
+    (re.compile(r"^(?:please )?(?:always )?(?P<x>(?:send|email|reply|contact|call) .+)$", re.I),
+     "User asked: {x}", 0.6),
+    (re.compile(r"^(?:I|we) (?:need|want|plan|am planning|are planning) to (?P<x>.+)$", re.I),
+     "User wants to {x}", 0.6),
+]
+
+_PRONOUNS = [
+    (re.compile(r"\bI'm\b"), "they are"),
+    (re.compile(r"\bI am\b"), "they are"),
+    (re.compile(r"\bI\b"), "they"),
+    (re.compile(r"\bmy\b", re.I), "their"),
+    (re.compile(r"\bme\b", re.I), "them"),
+    (re.compile(r"\bmine\b", re.I), "theirs"),
+]
+
+
+def _third_person(text: str) -> str:
+    for pattern, replacement in _PRONOUNS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def facts_from_text(text: str) -> list[Fact]:
+    """The facts the rules find in one user message."""
+    facts: list[Fact] = []
+    for raw in _SENTENCE.split(text):
+        sentence = _GREETING.sub("", raw.strip()).strip().rstrip(".!?").strip()
+        if len(sentence) < 6 or sentence.endswith("?"):
+            continue
+        for pattern, template, importance in _RULES:
+            match = pattern.match(sentence)
+            if match:
+                parts = {k: _third_person(v.strip()) for k, v in match.groupdict().items()}
+                content = template.format(**parts).strip()
+                facts.append(Fact(content=content[0].upper() + content[1:] + ".",
+                                  importance=importance))
+                break
+    return facts
+
+
+class OfflineExtractor:
+    """Rule-based extraction with no model; named ``offline-rules`` in logs, jobs and artifacts."""
+
+    name = "offline-rules"
+    prompt_version = "rules-v1"
+
+    async def extract(self, episodes: Sequence[Episode]) -> Extraction:
+        started = time.perf_counter()
+        facts: list[Fact] = []
+        for episode in episodes:
+            for message in episode.messages:
+                role, text = role_and_text(message)
+                if role in ("user", "human"):
+                    facts.extend(facts_from_text(text))
+        return Extraction(
+            facts=facts,
+            extractor=self.name,
+            usage=Usage(latency_s=time.perf_counter() - started),
+        )

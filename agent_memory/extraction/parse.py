@@ -1,0 +1,158 @@
+"""Validating what a model answered into a list of facts.
+
+Models wrap JSON in prose or code fences, return an object instead of an array, spell keys
+differently, or give importance as a word or out of range. What can be repaired without guessing
+is repaired (and listed in ``repairs``); anything else raises :class:`ExtractionError` with the
+offending value, so the job fails clearly and its episodes stay for a later run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+from agent_memory.errors import ExtractionError
+from agent_memory.models import Fact
+
+MAX_FACT_CHARS = 1000
+MAX_FACTS = 200
+DEFAULT_IMPORTANCE = 0.5
+
+_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.S)
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_CONTENT_KEYS = ("content", "fact", "text", "memory", "statement")
+_IMPORTANCE_KEYS = ("importance", "score", "weight", "priority")
+_LIST_KEYS = ("facts", "memories", "items", "results", "data")
+_WORDS = {"critical": 0.95, "very high": 0.9, "high": 0.8, "medium": 0.5, "moderate": 0.5,
+          "low": 0.2, "very low": 0.1, "none": 0.0}
+
+
+def _excerpt(text: str, limit: int = 120) -> str:
+    text = text.strip().replace("\n", " ")
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
+def _load_json(text: str, repairs: list[str]) -> Any:
+    stripped = text.strip()
+    if not stripped:
+        raise ExtractionError("the model answered with empty text; expected a JSON array")
+    try:
+        return json.loads(stripped)
+    except json.JSONDecodeError:
+        pass
+    fenced = _FENCE.search(stripped)
+    if fenced:
+        try:
+            value = json.loads(fenced.group(1))
+            repairs.append("removed code fences")
+            return value
+        except json.JSONDecodeError:
+            pass
+    # prose around the JSON: take the widest bracketed span that parses
+    for open_, close in (("[", "]"), ("{", "}")):
+        start, end = stripped.find(open_), stripped.rfind(close)
+        if 0 <= start < end:
+            try:
+                value = json.loads(stripped[start : end + 1])
+                repairs.append("removed prose around the JSON")
+                return value
+            except json.JSONDecodeError:
+                continue
+    raise ExtractionError(f"the model's answer is not valid JSON: {_excerpt(stripped)}")
+
+
+def _as_list(value: Any, repairs: list[str]) -> list[Any]:
+    if isinstance(value, list):
+        return value
+    if isinstance(value, dict):
+        for key in _LIST_KEYS:
+            if isinstance(value.get(key), list):
+                repairs.append(f"took the array under key {key!r}")
+                return list(value[key])
+        if any(k in value for k in _CONTENT_KEYS):
+            repairs.append("wrapped a single fact object in an array")
+            return [value]
+        raise ExtractionError(
+            f"the model answered with an object with keys {sorted(value)[:8]}, expected an array "
+            "of facts"
+        )
+    raise ExtractionError(
+        f"the model answered with a JSON {type(value).__name__} ({value!r:.80}), expected an array"
+    )
+
+
+def _importance(raw: Any, index: int, repairs: list[str]) -> float:
+    if raw is None:
+        repairs.append(f"fact {index}: no importance, used {DEFAULT_IMPORTANCE}")
+        return DEFAULT_IMPORTANCE
+    if isinstance(raw, bool):
+        raise ExtractionError(f"fact {index}: importance {raw!r} is not a number")
+    if isinstance(raw, str):
+        word = raw.strip().lower()
+        if word in _WORDS:
+            repairs.append(f"fact {index}: importance {raw!r} read as {_WORDS[word]}")
+            return _WORDS[word]
+        try:
+            raw = float(word.rstrip("%")) / (100 if word.endswith("%") else 1)
+        except ValueError:
+            raise ExtractionError(f"fact {index}: importance {raw!r} is not a number") from None
+    if not isinstance(raw, int | float) or not math.isfinite(raw):
+        raise ExtractionError(f"fact {index}: importance {raw!r} is not a finite number")
+    value = float(raw)
+    if value < 0.0 or value > 1.0:
+        clamped = min(max(value, 0.0), 1.0)
+        repairs.append(f"fact {index}: importance {value} clamped to {clamped}")
+        value = clamped
+    return value
+
+
+def _content(raw: Any, index: int, repairs: list[str]) -> str | None:
+    if not isinstance(raw, str):
+        raise ExtractionError(f"fact {index}: content {raw!r:.80} is not text")
+    cleaned = _CONTROL.sub("", raw)
+    if cleaned != raw:
+        repairs.append(f"fact {index}: removed control characters")
+    cleaned = " ".join(cleaned.split())
+    if not cleaned:
+        repairs.append(f"fact {index}: dropped, its content is empty")
+        return None
+    if len(cleaned) > MAX_FACT_CHARS:
+        repairs.append(f"fact {index}: content cut from {len(cleaned)} to {MAX_FACT_CHARS} chars")
+        cleaned = cleaned[: MAX_FACT_CHARS - 3].rstrip() + "..."
+    return cleaned
+
+
+def parse_facts(text: str, *, max_facts: int = MAX_FACTS) -> tuple[list[Fact], list[str]]:
+    """Facts from a model's answer, and the repairs made. Raises ExtractionError if unusable."""
+    repairs: list[str] = []
+    items = _as_list(_load_json(text, repairs), repairs)
+    facts: list[Fact] = []
+    for index, item in enumerate(items):
+        if isinstance(item, str):
+            content, importance = _content(item, index, repairs), DEFAULT_IMPORTANCE
+            repairs.append(f"fact {index}: a bare string, used importance {DEFAULT_IMPORTANCE}")
+        elif isinstance(item, dict):
+            key = next((k for k in _CONTENT_KEYS if k in item), None)
+            if key is None:
+                raise ExtractionError(
+                    f"fact {index} has keys {sorted(item)[:8]} but no 'content': {item!r:.120}"
+                )
+            if key != "content":
+                repairs.append(f"fact {index}: read content from key {key!r}")
+            content = _content(item[key], index, repairs)
+            imp_key = next((k for k in _IMPORTANCE_KEYS if k in item), None)
+            importance = _importance(item.get(imp_key) if imp_key else None, index, repairs)
+        else:
+            raise ExtractionError(f"fact {index} is a {type(item).__name__}: {item!r:.80}")
+        if content is None:
+            continue
+        if importance <= 0.0:
+            repairs.append(f"fact {index}: dropped, its importance is 0")
+            continue
+        facts.append(Fact(content=content, importance=importance))
+    if len(facts) > max_facts:
+        repairs.append(f"kept the {max_facts} most important of {len(facts)} facts")
+        facts = sorted(facts, key=lambda f: f.importance, reverse=True)[:max_facts]
+    return facts, repairs

@@ -1,0 +1,5 @@
+"""The LangGraph side: the state schema and the inject / record nodes."""
+
+from agent_memory.graph.nodes import MemoryState, scope_from
+
+__all__ = ["MemoryState", "scope_from"]

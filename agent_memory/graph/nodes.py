@@ -1,0 +1,45 @@
+"""What the two nodes read from and write to a graph's state.
+
+``inject_memory`` puts a :class:`~agent_memory.models.WorkingMemoryFrame` in
+``state["working_memory"]``; ``record_memory`` stores ``state["messages"]`` as one episode.
+Both take the scope from the state's ``user_id`` / ``agent_id`` / ``workflow_id`` keys, or from
+``config["configurable"]`` when the state has none of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import MessagesState
+
+from agent_memory.models import SCOPE_FIELDS, Scope
+
+
+class MemoryState(MessagesState, total=False):
+    """A ready-made state schema: LangGraph's ``MessagesState`` plus the memory keys."""
+
+    user_id: str | None
+    agent_id: str | None
+    workflow_id: str | None
+    working_memory: dict[str, Any]
+
+
+def scope_from(state: Mapping[str, Any], config: RunnableConfig | None) -> Scope:
+    """The scope of a node call: from the state's keys, else ``config["configurable"]``."""
+    if any(state.get(name) is not None for name in SCOPE_FIELDS):
+        return Scope.from_mapping(state)
+    configurable = (config or {}).get("configurable") or {}
+    return Scope.from_mapping(configurable)
+
+
+def latest_messages(state: Mapping[str, Any]) -> list[Any]:
+    messages = state.get("messages") or []
+    if not isinstance(messages, list | tuple):
+        from agent_memory.errors import InvalidMessageError
+
+        raise InvalidMessageError(
+            f"state['messages'] is a {type(messages).__name__}, expected a list of messages"
+        )
+    return list(messages)

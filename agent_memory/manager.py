@@ -1,0 +1,272 @@
+"""MemoryManager: the one object an agent needs.
+
+Example::
+
+    manager = await MemoryManager.create()          # DATABASE_URL, or the embedded PostgreSQL
+    graph.add_node("inject_memory", manager.inject_node)
+    graph.add_node("agent", agent)
+    graph.add_node("record_memory", manager.record_node)
+    ...
+    await manager.consolidate()                      # the Prefect consolidation flow, on demand
+    await manager.close()
+
+The nodes work in async graphs (``ainvoke``) and sync graphs (``invoke``): each has an async and
+a sync implementation over the same SQL. Consolidation and decay normally run on Prefect
+schedules (``agent-memory serve``); :meth:`consolidate` and :meth:`decay` run the same flows now.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Sequence
+from datetime import date, datetime
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig, RunnableLambda
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+from agent_memory import decay as decay_math
+from agent_memory.db import episodes as episode_repo
+from agent_memory.db import facts as fact_repo
+from agent_memory.db.connection import Database, resolve
+from agent_memory.db.pool import setup_schema
+from agent_memory.graph.nodes import latest_messages, scope_from
+from agent_memory.messages import serialize_messages
+from agent_memory.models import MemoryItem, Scope, WorkingMemoryFrame
+from agent_memory.settings import DatabaseSettings, Settings, use_settings
+
+log = logging.getLogger(__name__)
+
+
+class MemoryManager:
+    """Persistent memory for LangGraph agents, on PostgreSQL."""
+
+    def __init__(self, settings: Settings, database: Database) -> None:
+        self.settings = settings
+        self.database = database
+        self._async_pools: dict[int, tuple[asyncio.AbstractEventLoop, AsyncConnectionPool]] = {}
+        self._sync_pool: ConnectionPool | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+        self.inject_node: RunnableLambda[Any, dict[str, Any]] = RunnableLambda(
+            self._inject_sync, afunc=self._inject_async, name="inject_memory"
+        )
+        self.record_node: RunnableLambda[Any, dict[str, Any]] = RunnableLambda(
+            self._record_sync, afunc=self._record_async, name="record_memory"
+        )
+
+    # ---- construction ------------------------------------------------------------------
+
+    @classmethod
+    def _prepare(cls, database_url: str | None, settings: Settings | None) -> Settings:
+        settings = settings or Settings()
+        if database_url is not None:
+            db = settings.db.model_dump()
+            db["url"] = database_url
+            settings = settings.model_copy(update={"db": DatabaseSettings(**db)})
+        return settings
+
+    @classmethod
+    async def create(
+        cls,
+        database_url: str | None = None,
+        *,
+        settings: Settings | None = None,
+        migrate: bool = True,
+    ) -> MemoryManager:
+        """Connect (starting the embedded PostgreSQL if no URL is set) and migrate the schema."""
+        settings = cls._prepare(database_url, settings)
+        database = await asyncio.to_thread(resolve, settings.db)
+        if migrate:
+            await asyncio.to_thread(setup_schema, database, settings.memory.decay_factor)
+        manager = cls(settings, database)
+        await manager._apool()
+        return manager
+
+    @classmethod
+    def create_sync(
+        cls,
+        database_url: str | None = None,
+        *,
+        settings: Settings | None = None,
+        migrate: bool = True,
+    ) -> MemoryManager:
+        """:meth:`create` for code without an event loop (sync graphs, scripts)."""
+        settings = cls._prepare(database_url, settings)
+        database = resolve(settings.db)
+        if migrate:
+            setup_schema(database, settings.memory.decay_factor)
+        return cls(settings, database)
+
+    async def close(self) -> None:
+        """Close the connection pools. The manager cannot be used afterwards."""
+        self._closed = True
+        pools, self._async_pools = self._async_pools, {}
+        current = asyncio.get_running_loop()
+        for loop, pool in pools.values():
+            if loop is current:
+                await pool.close()
+            elif not loop.is_closed():
+                asyncio.run_coroutine_threadsafe(pool.close(), loop)
+        if self._sync_pool is not None:
+            await asyncio.to_thread(self._sync_pool.close)
+            self._sync_pool = None
+
+    def close_sync(self) -> None:
+        self._closed = True
+        if self._sync_pool is not None:
+            self._sync_pool.close()
+            self._sync_pool = None
+
+    async def __aenter__(self) -> MemoryManager:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # ---- pools ---------------------------------------------------------------------------
+
+    async def _apool(self) -> AsyncConnectionPool:
+        """The async pool of the running event loop (psycopg pools belong to one loop)."""
+        if self._closed:
+            raise RuntimeError("this MemoryManager is closed")
+        loop = asyncio.get_running_loop()
+        entry = self._async_pools.get(id(loop))
+        if entry is None or entry[0] is not loop:
+            pool = self.database.async_pool()
+            await pool.open(wait=True, timeout=self.settings.db.connect_timeout)
+            self._async_pools[id(loop)] = (loop, pool)
+            return pool
+        return entry[1]
+
+    def _spool(self) -> ConnectionPool:
+        if self._closed:
+            raise RuntimeError("this MemoryManager is closed")
+        with self._lock:
+            if self._sync_pool is None:
+                pool = self.database.sync_pool()
+                pool.open(wait=True, timeout=self.settings.db.connect_timeout)
+                self._sync_pool = pool
+            return self._sync_pool
+
+    # ---- the library API -----------------------------------------------------------------
+
+    def _frame(self, scope: Scope, rows: list[tuple[int, str, float]]) -> WorkingMemoryFrame:
+        return WorkingMemoryFrame(
+            **scope.as_dict(),
+            injected_facts=[content for _, content, _ in rows],
+            fact_ids=[fact_id for fact_id, _, _ in rows],
+            importances=[round(importance, 6) for _, _, importance in rows],
+        )
+
+    async def inject(self, scope: Scope, *, on: date | None = None) -> WorkingMemoryFrame:
+        """The scope's most important current facts (min importance and limit from settings)."""
+        m = self.settings.memory
+        pool = await self._apool()
+        async with pool.connection() as conn:
+            rows = await fact_repo.top(
+                conn, scope, m.inject_min_importance, m.inject_limit, on or decay_math.today()
+            )
+        return self._frame(scope, rows)
+
+    def inject_sync(self, scope: Scope, *, on: date | None = None) -> WorkingMemoryFrame:
+        m = self.settings.memory
+        with self._spool().connection() as conn:
+            rows = fact_repo.top_sync(
+                conn, scope, m.inject_min_importance, m.inject_limit, on or decay_math.today()
+            )
+        return self._frame(scope, rows)
+
+    def _serialize(self, messages: Sequence[Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        stored, size, replaced = serialize_messages(
+            messages, max_bytes=self.settings.memory.max_episode_bytes
+        )
+        metadata: dict[str, Any] = {"bytes": size}
+        if replaced:
+            metadata["replaced"] = replaced
+            log.warning(
+                "episode text had %s that PostgreSQL cannot store; replaced with U+FFFD",
+                " and ".join(replaced),
+            )
+        return stored, metadata
+
+    async def record(
+        self, scope: Scope, messages: Sequence[Any], *, occurred_at: datetime | None = None
+    ) -> int | None:
+        """Store a conversation as one episode; returns its id (None when there are no messages).
+
+        Everything is validated before the single INSERT, so a bad message raises a clear error
+        and stores nothing.
+        """
+        if not messages:
+            return None
+        stored, metadata = self._serialize(messages)
+        pool = await self._apool()
+        async with pool.connection() as conn:
+            return await episode_repo.insert(conn, scope, stored, metadata, occurred_at)
+
+    def record_sync(
+        self, scope: Scope, messages: Sequence[Any], *, occurred_at: datetime | None = None
+    ) -> int | None:
+        if not messages:
+            return None
+        stored, metadata = self._serialize(messages)
+        with self._spool().connection() as conn:
+            return episode_repo.insert_sync(conn, scope, stored, metadata, occurred_at)
+
+    async def facts(self, scope: Scope, *, on: date | None = None) -> list[MemoryItem]:
+        """All of a scope's facts with their current importance, most important first."""
+        pool = await self._apool()
+        async with pool.connection() as conn:
+            return await fact_repo.items(conn, scope, on or decay_math.today())
+
+    # ---- the nodes -----------------------------------------------------------------------
+
+    @staticmethod
+    def _merge(state: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+        return {"working_memory": {**(state.get("working_memory") or {}), **update}}
+
+    async def _inject_async(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        frame = await self.inject(scope_from(state, config))
+        return self._merge(state, frame.model_dump())
+
+    def _inject_sync(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        frame = self.inject_sync(scope_from(state, config))
+        return self._merge(state, frame.model_dump())
+
+    async def _record_async(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        episode_id = await self.record(scope_from(state, config), latest_messages(state))
+        return self._merge(state, {"recorded_episode_id": episode_id})
+
+    def _record_sync(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        episode_id = self.record_sync(scope_from(state, config), latest_messages(state))
+        return self._merge(state, {"recorded_episode_id": episode_id})
+
+    # ---- the flows, on demand ------------------------------------------------------------
+
+    async def consolidate(self, scope: Scope | None = None, **params: Any) -> dict[str, Any]:
+        """Run the Prefect consolidation flow now (all pending scopes, or just ``scope``).
+
+        The one place the library reaches up to ``flows/``; it imports Prefect on first call.
+        """
+        from flows.consolidation import ConsolidationParams, consolidation_flow
+
+        use_settings(self.settings)
+        filters = scope.as_dict() if scope else {}
+        result: dict[str, Any] = await consolidation_flow(
+            ConsolidationParams(**filters, **params)
+        )
+        return result
+
+    async def decay(
+        self, scope: Scope | None = None, *, as_of: date | None = None, **params: Any
+    ) -> dict[str, Any]:
+        """Run the Prefect decay flow now (all scopes, or just ``scope``)."""
+        from flows.decay import DecayParams, decay_flow
+
+        use_settings(self.settings)
+        filters: dict[str, Any] = {"scope": scope.as_dict()} if scope else {}
+        result: dict[str, Any] = await decay_flow(DecayParams(**filters, as_of=as_of, **params))
+        return result

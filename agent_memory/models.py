@@ -1,0 +1,144 @@
+"""Typed records: scopes, episodes, facts, jobs and the working-memory frame."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from agent_memory.errors import InvalidScopeError
+
+SCOPE_FIELDS = ("user_id", "agent_id", "workflow_id")
+MAX_SCOPE_PART_CHARS = 256
+
+
+def _check_part(name: str, value: object) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise InvalidScopeError(
+            f"{name} must be a string or None, got {type(value).__name__}: {value!r:.80}"
+        )
+    text = str(value)
+    if text == "":
+        raise InvalidScopeError(f"{name} is an empty string; use None for 'no {name}'")
+    if len(text) > MAX_SCOPE_PART_CHARS:
+        raise InvalidScopeError(
+            f"{name} is {len(text)} characters long, over the limit of {MAX_SCOPE_PART_CHARS}: "
+            f"{text[:40]!r}..."
+        )
+    if "\x00" in text:
+        raise InvalidScopeError(f"{name} contains a NUL character: {text!r:.80}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidScopeError(f"{name} is not valid Unicode text ({exc.reason}): {text!r:.80}") from None
+    return text
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """Whose memory: (user_id, agent_id, workflow_id), each optional and matched exactly.
+
+    ``Scope(user_id="alice")`` and ``Scope(user_id="alice", agent_id="support")`` are different
+    scopes; a part left as ``None`` matches only ``None``.
+    """
+
+    user_id: str | None = None
+    agent_id: str | None = None
+    workflow_id: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in SCOPE_FIELDS:
+            object.__setattr__(self, name, _check_part(name, getattr(self, name)))
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> Scope:
+        return cls(**{name: data.get(name) for name in SCOPE_FIELDS})
+
+    @property
+    def params(self) -> tuple[str | None, str | None, str | None]:
+        return (self.user_id, self.agent_id, self.workflow_id)
+
+    @property
+    def label(self) -> str:
+        """A short human label for run names and tables: ``user=alice agent=support``."""
+        parts = [f"{n.removesuffix('_id')}={v}" for n, v in zip(SCOPE_FIELDS, self.params) if v]
+        return " ".join(parts) if parts else "global"
+
+    def as_dict(self) -> dict[str, str | None]:
+        return dict(zip(SCOPE_FIELDS, self.params))
+
+
+class Fact(BaseModel):
+    """A fact as an extractor returns it, before it is stored."""
+
+    content: str = Field(min_length=1, max_length=4000)
+    importance: float = Field(ge=0.0, le=1.0)
+
+
+class MemoryItem(BaseModel):
+    """A stored fact with its importance as of the day it was read."""
+
+    id: int
+    user_id: str | None
+    agent_id: str | None
+    workflow_id: str | None
+    content: str
+    importance: float
+    base_importance: float
+    importance_at: datetime
+    created_at: datetime
+    updated_at: datetime
+
+
+class Episode(BaseModel):
+    """One recorded conversation."""
+
+    id: int
+    user_id: str | None
+    agent_id: str | None
+    workflow_id: str | None
+    messages: list[dict[str, Any]]
+    occurred_at: datetime
+    created_at: datetime
+    consolidated: bool
+
+    @property
+    def scope(self) -> Scope:
+        return Scope(self.user_id, self.agent_id, self.workflow_id)
+
+
+JobStatus = Literal["running", "completed", "skipped", "failed"]
+
+
+class ConsolidationJob(BaseModel):
+    """One consolidation attempt of one scope."""
+
+    id: int
+    user_id: str | None
+    agent_id: str | None
+    workflow_id: str | None
+    status: JobStatus
+    episodes_processed: int
+    facts_created: int
+    content_checksum: str | None
+    extractor: str | None
+    flow_run_id: str | None
+    started_at: datetime
+    finished_at: datetime | None
+    error: str | None
+
+
+class WorkingMemoryFrame(BaseModel):
+    """What ``inject_memory`` puts in ``state["working_memory"]``."""
+
+    user_id: str | None = None
+    agent_id: str | None = None
+    workflow_id: str | None = None
+    injected_facts: list[str] = Field(default_factory=list)
+    fact_ids: list[int] = Field(default_factory=list)
+    importances: list[float] = Field(default_factory=list)

@@ -1,0 +1,114 @@
+"""Settings, read from environment variables (and a ``.env`` file) with pydantic-settings.
+
+Each area has its own prefix:
+
+* database: ``DATABASE_URL`` (or ``AGENT_MEMORY_DB_URL``), ``AGENT_MEMORY_DB_DATA_DIR``, ...
+* LLM: ``AGENT_MEMORY_LLM_MODEL``, ``AGENT_MEMORY_LLM_API_BASE``, ``AGENT_MEMORY_LLM_API_KEY``, ...
+* memory policy: ``AGENT_MEMORY_INJECT_LIMIT``, ``AGENT_MEMORY_DECAY_FACTOR``, ...
+
+Example::
+
+    settings = Settings()                      # from the environment
+    settings = Settings(llm=LLMSettings(model="openai/gpt-4o-mini"))
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import platformdirs
+from pydantic import AliasChoices, BaseModel, Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def default_data_dir() -> Path:
+    """Where the embedded PostgreSQL keeps its data when no DATABASE_URL is set (per user).
+
+    For root it is /var/lib/agent-memory: the embedded server runs as an unprivileged user and
+    needs to traverse the directories above its data, and /root is (rightly) closed to others.
+    """
+    if os.name == "posix" and os.geteuid() == 0:
+        return Path("/var/lib/agent-memory/pgdata")
+    return Path(platformdirs.user_data_dir("agent-memory")) / "pgdata"
+
+
+class DatabaseSettings(BaseSettings):
+    """Which PostgreSQL to use and how to pool connections to it."""
+
+    model_config = SettingsConfigDict(env_prefix="AGENT_MEMORY_DB_", env_file=".env", extra="ignore")
+
+    url: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("DATABASE_URL", "AGENT_MEMORY_DB_URL", "url"),
+        description="PostgreSQL DSN. Unset: an embedded PostgreSQL in data_dir.",
+    )
+    data_dir: Path = Field(default_factory=default_data_dir)
+    pool_min_size: int = Field(default=1, ge=0, le=1000)
+    pool_max_size: int = Field(default=10, ge=1, le=1000)
+    connect_timeout: float = Field(default=10.0, gt=0, le=600)
+
+    @model_validator(mode="after")
+    def _pool_bounds(self) -> DatabaseSettings:
+        if self.pool_min_size > self.pool_max_size:
+            raise ValueError(
+                f"pool_min_size ({self.pool_min_size}) exceeds pool_max_size ({self.pool_max_size})"
+            )
+        return self
+
+
+class LLMSettings(BaseSettings):
+    """The model that extracts facts, reached through litellm. No model: the offline extractor."""
+
+    model_config = SettingsConfigDict(env_prefix="AGENT_MEMORY_LLM_", env_file=".env", extra="ignore")
+
+    model: str | None = Field(default=None, description="litellm model name, e.g. openai/gpt-4o")
+    api_base: str | None = None
+    api_key: SecretStr | None = None
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    max_tokens: int = Field(default=2048, ge=16, le=200_000)
+    timeout: float = Field(default=60.0, gt=0, le=3600)
+    max_concurrency: int = Field(default=8, ge=1, le=1024)
+
+    @property
+    def offline(self) -> bool:
+        """True when no model is configured and the rule-based extractor runs instead."""
+        return not self.model
+
+
+class MemorySettings(BaseSettings):
+    """How much to inject, how fast memories fade, and input limits."""
+
+    model_config = SettingsConfigDict(env_prefix="AGENT_MEMORY_", env_file=".env", extra="ignore")
+
+    inject_min_importance: float = Field(default=0.1, ge=0.0, le=1.0)
+    inject_limit: int = Field(default=20, ge=1, le=1000)
+    decay_factor: float = Field(default=0.95, gt=0.0, lt=1.0)
+    purge_threshold: float = Field(default=0.05, gt=0.0, lt=1.0)
+    max_episode_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+
+
+class Settings(BaseModel):
+    """All settings; each part reads its own environment variables."""
+
+    db: DatabaseSettings = Field(default_factory=DatabaseSettings)
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+    memory: MemorySettings = Field(default_factory=MemorySettings)
+
+
+_override: Settings | None = None
+
+
+def get_settings() -> Settings:
+    """The settings in force: the ones installed by :func:`use_settings`, else the environment's.
+
+    Flows call this rather than taking a DSN or key as a parameter, so secrets never travel in
+    flow parameters (which Prefect stores and shows in its UI).
+    """
+    return _override if _override is not None else Settings()
+
+
+def use_settings(settings: Settings | None) -> None:
+    """Install ``settings`` for this process (``None`` goes back to the environment)."""
+    global _override
+    _override = settings

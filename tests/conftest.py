@@ -1,0 +1,143 @@
+"""Test harness: a real PostgreSQL (embedded, works as root), a fresh database per test, one
+Prefect test server for the session, and a real OpenAI-compatible HTTP server on loopback."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import uuid
+import warnings
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+# Before Prefect or litellm is imported: no telemetry, no network, a private Prefect home.
+_HOME = Path(tempfile.mkdtemp(prefix="agent-memory-tests-"))
+for _name in [n for n in os.environ if n.startswith(("AGENT_MEMORY_", "PREFECT_"))]:
+    del os.environ[_name]
+os.environ.pop("DATABASE_URL", None)
+os.environ.update(
+    {
+        "DO_NOT_TRACK": "1",
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_HOME": str(_HOME / "prefect"),
+        "PREFECT_LOGGING_LEVEL": "WARNING",
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "LITELLM_OFFLINE_MODE": "true",
+        "AGENT_MEMORY_DB_DATA_DIR": str(_HOME / "unused-embedded"),
+    }
+)
+
+import psycopg  # noqa: E402
+import pytest  # noqa: E402
+from pytest_postgresql.janitor import DatabaseJanitor  # noqa: E402
+
+from agent_memory.db.migrations import ensure_decay_policy, migrate  # noqa: E402
+from agent_memory.manager import MemoryManager  # noqa: E402
+from agent_memory.settings import (  # noqa: E402
+    DatabaseSettings,
+    LLMSettings,
+    MemorySettings,
+    Settings,
+    use_settings,
+)
+from tests.fake_llm import FakeLLM  # noqa: E402
+
+TEMPLATE = "agent_memory_template"
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[dict[str, Any]]:
+    """One embedded PostgreSQL for the session, with a migrated template database."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pgserver
+
+        server = pgserver.get_server(_HOME / "pgdata", cleanup_mode="delete")
+    info = server.get_postmaster_info()
+    conn = {"user": "postgres", "host": str(info.socket_dir), "port": info.port}
+    template = DatabaseJanitor(dbname=TEMPLATE, as_template=True, **conn)
+    template.init()
+    with psycopg.connect(dbname=TEMPLATE, autocommit=True, **conn) as c:
+        migrate(c)
+        ensure_decay_policy(c, MemorySettings().decay_factor)
+    yield conn
+    template.drop()
+    server.cleanup()
+
+
+@pytest.fixture
+def database_url(pg_server: dict[str, Any]) -> Iterator[str]:
+    """A fresh, migrated database for this test (a copy of the template)."""
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with DatabaseJanitor(dbname=name, template_dbname=TEMPLATE, **pg_server):
+        yield psycopg.conninfo.make_conninfo(
+            dbname=name, **{k: str(v) for k, v in pg_server.items()}
+        )
+
+
+@pytest.fixture
+def settings(database_url: str) -> Iterator[Settings]:
+    """Settings for this test's database, offline extractor; installed for the flows."""
+    s = Settings(
+        db=DatabaseSettings(url=database_url, pool_min_size=1, pool_max_size=4),
+        llm=LLMSettings(model=None),
+        memory=MemorySettings(),
+    )
+    use_settings(s)
+    yield s
+    use_settings(None)
+
+
+@pytest.fixture
+async def manager(settings: Settings) -> AsyncIterator[MemoryManager]:
+    m = await MemoryManager.create(settings=settings, migrate=False)
+    yield m
+    await m.close()
+
+
+@pytest.fixture
+def db(database_url: str) -> Iterator[psycopg.Connection[Any]]:
+    """A plain autocommit connection to this test's database, for assertions."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        yield conn
+
+
+@pytest.fixture(scope="session")
+def prefect_harness() -> Iterator[None]:
+    """One Prefect test server for the whole session (it takes seconds to start)."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield
+
+
+@pytest.fixture(scope="session")
+def fake_llm_server() -> Iterator[FakeLLM]:
+    server = FakeLLM().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def fake_llm(fake_llm_server: FakeLLM) -> FakeLLM:
+    fake_llm_server.reset()
+    return fake_llm_server
+
+
+@pytest.fixture
+def llm_settings(settings: Settings, fake_llm: FakeLLM) -> Iterator[Settings]:
+    """Settings whose extractor is litellm talking to the loopback server."""
+    s = settings.model_copy(
+        update={
+            "llm": LLMSettings(
+                model="openai/test-model",
+                api_base=fake_llm.api_base,
+                api_key="sk-test-SECRET-key-123",
+                timeout=5,
+            )
+        }
+    )
+    use_settings(s)
+    yield s
+    use_settings(settings)

@@ -1,0 +1,134 @@
+"""A small OpenAI-compatible chat-completions server on loopback, for tests and benchmarks.
+
+litellm talks to it over real HTTP exactly as it would to a provider. Each request is answered
+by ``handler(request_json) -> Reply``; the default answers with canned facts. Requests are kept
+in ``requests`` so tests can count LLM calls.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Reply:
+    """What the server sends back: a completion's text, or an HTTP error."""
+
+    content: str = "[]"
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0
+    body: str | None = None  # raw body, overriding the completion JSON
+
+
+def completion_json(content: str, model: str = "test-model") -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
+    }
+
+
+DEFAULT_FACTS = json.dumps(
+    [
+        {"content": "User is a Python developer.", "importance": 0.9},
+        {"content": "User prefers async code.", "importance": 0.7},
+    ]
+)
+
+
+class FakeLLM:
+    """The server; start() binds 127.0.0.1 on a free port."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.handler: Callable[[dict[str, Any]], Reply] = lambda _req: Reply(DEFAULT_FACTS)
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+
+    @property
+    def api_base(self) -> str:
+        assert self._server is not None
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def reset(self, handler: Callable[[dict[str, Any]], Reply] | None = None) -> None:
+        with self._lock:
+            self.requests.clear()
+        self.handler = handler or (lambda _req: Reply(DEFAULT_FACTS))
+
+    def reply_with(self, *replies: Reply) -> None:
+        """Answer the next requests with these replies in turn (the last one repeats)."""
+        queue = list(replies)
+
+        def handler(_req: dict[str, Any]) -> Reply:
+            return queue.pop(0) if len(queue) > 1 else queue[0]
+
+        self.reset(handler)
+
+    @property
+    def calls(self) -> int:
+        with self._lock:
+            return len(self.requests)
+
+    def start(self) -> FakeLLM:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:  # keep test output clean
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                request = json.loads(self.rfile.read(length) or b"{}")
+                request["_path"] = self.path
+                request["_authorization"] = self.headers.get("Authorization")
+                with fake._lock:
+                    fake.requests.append(request)
+                reply = fake.handler(request)
+                if reply.delay_s:
+                    time.sleep(reply.delay_s)
+                if reply.body is not None:
+                    body = reply.body.encode()
+                elif reply.status == 200:
+                    body = json.dumps(completion_json(reply.content, request.get("model", ""))).encode()
+                else:
+                    body = json.dumps({"error": {"message": reply.content, "type": "fake"}}).encode()
+                try:
+                    self.send_response(reply.status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(body)))
+                    for key, value in reply.headers.items():
+                        self.send_header(key, value)
+                    self.end_headers()
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):  # client gave up (timeout tests)
+                    pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
