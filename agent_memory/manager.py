@@ -254,7 +254,7 @@ class MemoryManager:
         from flows.consolidation import ConsolidationParams, consolidation_flow
 
         use_settings(self.settings)
-        filters = scope.as_dict() if scope else {}
+        filters: dict[str, Any] = {"scope": scope.as_dict()} if scope else {}
         result: dict[str, Any] = await consolidation_flow(
             ConsolidationParams(**filters, **params)
         )

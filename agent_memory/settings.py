@@ -112,3 +112,15 @@ def use_settings(settings: Settings | None) -> None:
     """Install ``settings`` for this process (``None`` goes back to the environment)."""
     global _override
     _override = settings
+
+
+class RetrySettings(BaseSettings):
+    """Retry policy of the pipeline's tasks (read once, when ``tasks`` is imported)."""
+
+    model_config = SettingsConfigDict(env_prefix="AGENT_MEMORY_RETRY_", env_file=".env", extra="ignore")
+
+    llm_attempts: int = Field(default=4, ge=0, le=20, description="retries after the first try")
+    llm_backoff_s: float = Field(default=2.0, ge=0.0, le=600.0, description="first delay; doubles")
+    llm_jitter: float = Field(default=0.5, ge=0.0, le=5.0)
+    db_attempts: int = Field(default=2, ge=0, le=20)
+    db_delay_s: float = Field(default=1.0, ge=0.0, le=600.0)

@@ -25,6 +25,10 @@ os.environ.update(
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
         "LITELLM_OFFLINE_MODE": "true",
         "AGENT_MEMORY_DB_DATA_DIR": str(_HOME / "unused-embedded"),
+        # the retry policy is the production one, with delays short enough for tests
+        "AGENT_MEMORY_RETRY_LLM_ATTEMPTS": "2",
+        "AGENT_MEMORY_RETRY_LLM_BACKOFF_S": "0.05",
+        "AGENT_MEMORY_RETRY_DB_DELAY_S": "0.05",
     }
 )
 

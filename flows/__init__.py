@@ -1,0 +1,1 @@
+"""Prefect flows: consolidation and decay. Orchestration only; the steps live in ``tasks``."""

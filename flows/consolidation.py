@@ -1,0 +1,146 @@
+"""The consolidation flow: turn every scope's pending episodes into facts.
+
+Per scope: load (and checksum) -> extract (LLM or offline; skipped when the content was seen)
+-> write (facts, episode marks and the job's status in one transaction). A failing scope gets a
+``failed`` job row and keeps its episodes; the other scopes carry on. A table artifact sums up
+the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from prefect import flow, get_run_logger, runtime
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from pydantic import BaseModel, ConfigDict, Field
+
+from agent_memory.consolidation import ScopeResult
+from agent_memory.db.pool import open_pool
+from agent_memory.extraction import OfflineExtractor, build_extractor
+from agent_memory.models import Scope
+from agent_memory.settings import get_settings
+from flows.params import ScopeParam
+from tasks.consolidation import (
+    extract_facts,
+    find_pending_scopes,
+    load_scope_batch,
+    record_failure,
+    write_scope,
+)
+
+SUMMARY_KEY = "memory-consolidation-summary"
+
+
+class ConsolidationParams(BaseModel):
+    """What one consolidation run covers."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    scope: ScopeParam | None = Field(default=None, description="one scope; None: all of them")
+    max_scopes: int = Field(default=10_000, ge=1, le=1_000_000)
+    max_episodes_per_scope: int = Field(default=1_000, ge=1, le=100_000)
+
+
+def _run_name() -> str:
+    params = runtime.flow_run.parameters.get("params")
+    scope = getattr(params, "scope", None)
+    return f"consolidate [{scope.to_scope().label if scope else 'all scopes'}]"
+
+
+async def _one_scope(
+    pool: Any,
+    scope: Scope,
+    extractor: Any,
+    limit: asyncio.Semaphore,
+    params: ConsolidationParams,
+    secrets: list[str | None],
+) -> ScopeResult:
+    label = scope.label
+    job_id: int | None = None
+    async with limit:
+        try:
+            batch = await load_scope_batch(
+                pool, scope, extractor, runtime.flow_run.id, params.max_episodes_per_scope, label
+            )
+            if batch is None:  # another run took them between listing and loading
+                return ScopeResult(scope, "empty")
+            job_id = batch.job_id
+            extraction = (
+                None if batch.seen_before else await extract_facts(pool, batch, extractor, label)
+            )
+            return await write_scope(pool, batch, extraction, label)
+        except Exception as exc:
+            try:
+                return await record_failure(pool, scope, job_id, exc, secrets, label)
+            except Exception as again:  # the database itself is gone: report, do not hide
+                logging.getLogger(__name__).error("could not record failure of %s: %s", label, again)
+                return ScopeResult(scope, "failed", job_id, error=f"{type(exc).__name__}: {exc}")
+
+
+def summarize(results: list[ScopeResult], extractor: str) -> dict[str, Any]:
+    counts = {o: sum(r.outcome == o for r in results) for o in ("completed", "skipped", "failed")}
+    return {
+        "extractor": extractor,
+        "scopes": len(results),
+        **counts,
+        "episodes": sum(r.episodes for r in results),
+        "facts_created": sum(r.facts_created for r in results),
+        "facts_reinforced": sum(r.facts_reinforced for r in results),
+        "prompt_tokens": sum(r.prompt_tokens for r in results),
+        "completion_tokens": sum(r.completion_tokens for r in results),
+        "results": [r.row() for r in results],
+    }
+
+
+@flow(name="memory-consolidation", flow_run_name=_run_name, persist_result=False)
+async def consolidation_flow(
+    params: ConsolidationParams = ConsolidationParams(),  # noqa: B008 - immutable in practice
+) -> dict[str, Any]:
+    """Consolidate pending episodes into facts, scope by scope."""
+    logger = get_run_logger()
+    settings = get_settings()
+    extractor = build_extractor(settings.llm)
+    if extractor.name == OfflineExtractor.name:
+        logger.warning(
+            "no LLM configured (AGENT_MEMORY_LLM_MODEL); using the built-in offline rule-based "
+            "extractor '%s'",
+            extractor.name,
+        )
+    secrets = [settings.llm.api_key.get_secret_value() if settings.llm.api_key else None]
+    if settings.db.url is not None:
+        secrets.append(settings.db.url.get_secret_value())
+    only = params.scope.to_scope() if params.scope else None
+    concurrency = settings.llm.max_concurrency
+    async with open_pool(settings, max_size=min(settings.db.pool_max_size, concurrency + 1)) as pool:
+        scopes = await find_pending_scopes(pool, only, params.max_scopes)
+        limit = asyncio.Semaphore(concurrency)
+        results = list(
+            await asyncio.gather(
+                *(_one_scope(pool, s, extractor, limit, params, secrets) for s in scopes)
+            )
+        )
+    results = [r for r in results if r.outcome != "empty"]
+    summary = summarize(results, extractor.name)
+    await create_table_artifact(
+        table=summary["results"] or [{"scope": "-", "outcome": "nothing pending"}],
+        key=SUMMARY_KEY,
+        description=(
+            f"{summary['scopes']} scope(s): {summary['completed']} completed, "
+            f"{summary['skipped']} skipped, {summary['failed']} failed; "
+            f"{summary['facts_created']} new fact(s), extractor {extractor.name}"
+        ),
+    )
+    if summary["failed"]:
+        failed = "\n".join(
+            f"- `{r['scope']}` (job {r['job']}): {r['error']}"
+            for r in summary["results"]
+            if r["outcome"] == "failed"
+        )
+        await create_markdown_artifact(
+            markdown=f"## Failed scopes\n\nTheir episodes stay pending for the next run.\n\n{failed}",
+            key="memory-consolidation-failures",
+        )
+        logger.error("%d scope(s) failed; see the job rows and the run's artifacts", summary["failed"])
+    return summary

@@ -1,0 +1,82 @@
+"""The decay flow: forget what has faded, then report on what memory holds.
+
+Importance fades by ``AGENT_MEMORY_DECAY_FACTOR`` per day (0.95) and facts below
+``AGENT_MEMORY_PURGE_THRESHOLD`` (0.05) are purged. Decay is a function of the date, not of how
+often this runs: a second run on the same day, or a Prefect retry, changes nothing.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import Any
+
+from prefect import flow, runtime
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from pydantic import BaseModel, ConfigDict, Field
+
+from agent_memory.db.pool import open_pool
+from agent_memory.decay import today
+from agent_memory.settings import get_settings
+from flows.params import ScopeParam
+from tasks.decay import decay_analytics, purge_faded_facts, record_decay_run, sync_decay_policy
+
+
+class DecayParams(BaseModel):
+    """What one decay run covers."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    scope: ScopeParam | None = Field(default=None, description="one scope; None: all of them")
+    as_of: date | None = Field(default=None, description="the day to decay to (UTC); default today")
+    purge_below: float | None = Field(default=None, gt=0.0, lt=1.0,
+                                      description="default: AGENT_MEMORY_PURGE_THRESHOLD")
+    batch_size: int = Field(default=5_000, ge=1, le=1_000_000)
+
+
+def _run_name() -> str:
+    params = runtime.flow_run.parameters.get("params")
+    scope = getattr(params, "scope", None)
+    day = getattr(params, "as_of", None) or today()
+    return f"decay [{scope.to_scope().label if scope else 'all scopes'}] {day}"
+
+
+@flow(name="memory-decay", flow_run_name=_run_name, persist_result=False)
+async def decay_flow(
+    params: DecayParams = DecayParams(),  # noqa: B008 - immutable in practice
+) -> dict[str, Any]:
+    """Purge faded facts and publish the decay analytics as artifacts."""
+    settings = get_settings()
+    as_of = params.as_of or today()
+    factor = settings.memory.decay_factor
+    purge_below = params.purge_below or settings.memory.purge_threshold
+    scope = params.scope.to_scope() if params.scope else None
+    label = scope.label if scope else "all scopes"
+    async with open_pool(settings, max_size=2) as pool:
+        await sync_decay_policy(pool, factor, as_of)
+        purged = await purge_faded_facts(pool, purge_below, as_of, scope, params.batch_size, label)
+        report = await decay_analytics(pool, as_of, scope, factor, purge_below, purged, label)
+        await record_decay_run(pool, report, scope)
+    await create_table_artifact(
+        table=report.distribution or [{"importance": "-", "facts": 0}],
+        key="memory-decay-distribution",
+        description=f"Importance of {report.facts} fact(s) on {as_of}, after purging {purged}",
+    )
+    await create_table_artifact(
+        table=report.expiry or [{"within_days": "-", "expiring": 0, "remaining": 0}],
+        key="memory-decay-expiry",
+        description=f"Projected expiry (factor {factor}/day, purge below {purge_below})",
+    )
+    await create_table_artifact(
+        table=report.scopes or [{"scope": "-", "facts": 0}],
+        key="memory-decay-scopes",
+        description="Facts per scope (largest first)",
+    )
+    await create_markdown_artifact(
+        markdown=(
+            f"## Decay on {as_of}\n\n- scope: {label}\n- purged: **{purged}**\n"
+            f"- facts left: **{report.facts}**\n"
+            f"- expiring within 7 days: **{report.summary()['expiring_within_7_days']}**\n"
+        ),
+        key="memory-decay-summary",
+    )
+    return report.summary()

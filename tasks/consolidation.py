@@ -1,0 +1,89 @@
+"""The consolidation steps as Prefect tasks (run names show the scope)."""
+
+from __future__ import annotations
+
+from prefect import get_run_logger, task
+from psycopg_pool import AsyncConnectionPool
+
+from agent_memory import consolidation as steps
+from agent_memory.consolidation import ScopeBatch, ScopeResult
+from agent_memory.extraction.base import Extraction, Extractor
+from agent_memory.models import Scope
+from tasks.policy import DB_RETRIES, LLM_RETRIES, STEP
+
+
+@task(name="find-pending-scopes", **STEP, **DB_RETRIES)
+async def find_pending_scopes(
+    pool: AsyncConnectionPool, only: Scope | None, limit: int
+) -> list[Scope]:
+    scopes = await steps.find_scopes(pool, only, limit)
+    get_run_logger().info("%d scope(s) have unconsolidated episodes", len(scopes))
+    return scopes
+
+
+@task(name="load-episodes", task_run_name="load [{scope_label}]", **STEP, **DB_RETRIES)
+async def load_scope_batch(
+    pool: AsyncConnectionPool,
+    scope: Scope,
+    extractor: Extractor,
+    flow_run_id: str | None,
+    max_episodes: int,
+    scope_label: str,
+) -> ScopeBatch | None:
+    batch = await steps.load_batch(pool, scope, extractor, flow_run_id, max_episodes)
+    if batch is not None:
+        get_run_logger().info(
+            "job %d: %d episode(s), checksum %s%s",
+            batch.job_id,
+            len(batch.episodes),
+            batch.checksum[:12],
+            " (seen before: no LLM call)" if batch.seen_before else "",
+        )
+    return batch
+
+
+@task(name="extract-facts", task_run_name="extract [{scope_label}]", **STEP, **LLM_RETRIES)
+async def extract_facts(
+    pool: AsyncConnectionPool, batch: ScopeBatch, extractor: Extractor, scope_label: str
+) -> Extraction:
+    extraction = await steps.extract(pool, batch, extractor)
+    logger = get_run_logger()
+    logger.info(
+        "%s: %d fact(s)%s",
+        extraction.extractor,
+        len(extraction.facts),
+        " (cached answer)" if extraction.cached else "",
+    )
+    for repair in extraction.repairs:
+        logger.warning("repaired the model's answer: %s", repair)
+    return extraction
+
+
+@task(name="write-facts", task_run_name="write [{scope_label}]", **STEP, **DB_RETRIES)
+async def write_scope(
+    pool: AsyncConnectionPool, batch: ScopeBatch, extraction: Extraction | None, scope_label: str
+) -> ScopeResult:
+    result = await steps.write_or_yield(pool, batch, extraction)
+    get_run_logger().info(
+        "job %d %s: %d episode(s), %d new fact(s), %d reinforced",
+        batch.job_id,
+        result.outcome,
+        result.episodes,
+        result.facts_created,
+        result.facts_reinforced,
+    )
+    return result
+
+
+@task(name="record-failure", task_run_name="fail [{scope_label}]", **STEP, **DB_RETRIES)
+async def record_failure(
+    pool: AsyncConnectionPool,
+    scope: Scope,
+    job_id: int | None,
+    error: BaseException,
+    secrets: list[str | None],
+    scope_label: str,
+) -> ScopeResult:
+    result = await steps.fail(pool, scope, job_id, error, secrets)
+    get_run_logger().error("job %s failed; episodes stay pending: %s", job_id, result.error)
+    return result

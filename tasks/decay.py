@@ -1,0 +1,74 @@
+"""The decay steps as Prefect tasks."""
+
+from __future__ import annotations
+
+from datetime import date
+
+from prefect import get_run_logger, task
+from psycopg_pool import AsyncConnectionPool
+
+from agent_memory import analytics
+from agent_memory.db import facts as fact_repo
+from agent_memory.models import Scope
+from tasks.policy import DB_RETRIES, STEP
+
+
+@task(name="sync-decay-policy", **STEP, **DB_RETRIES)
+async def sync_decay_policy(pool: AsyncConnectionPool, factor: float, as_of: date) -> int:
+    """Apply a changed decay factor (rebasing every fact once); returns rows rebased."""
+    async with pool.connection() as conn:
+        stored = await fact_repo.policy_factor(conn)
+        if stored is not None and abs(stored - factor) < 1e-12:
+            return 0
+        rebased = await fact_repo.rebase(conn, factor, as_of)
+    get_run_logger().warning(
+        "decay factor changed from %s to %s: rebased %d fact(s)", stored, factor, rebased
+    )
+    return rebased
+
+
+@task(name="purge-faded-facts", task_run_name="purge [{scope_label}]", **STEP, **DB_RETRIES)
+async def purge_faded_facts(
+    pool: AsyncConnectionPool,
+    purge_below: float,
+    as_of: date,
+    scope: Scope | None,
+    batch: int,
+    scope_label: str,
+) -> int:
+    """Delete what has faded below the threshold on ``as_of`` (idempotent for a given day)."""
+    async with pool.connection() as conn:
+        purged = await fact_repo.purge(conn, purge_below, as_of, scope, batch)
+    get_run_logger().info("purged %d fact(s) below %s as of %s", purged, purge_below, as_of)
+    return purged
+
+
+@task(name="decay-analytics", task_run_name="analytics [{scope_label}]", **STEP, **DB_RETRIES)
+async def decay_analytics(
+    pool: AsyncConnectionPool,
+    as_of: date,
+    scope: Scope | None,
+    factor: float,
+    purge_below: float,
+    purged: int,
+    scope_label: str,
+) -> analytics.DecayReport:
+    async with pool.connection() as conn:
+        frame = await analytics.load_frame(conn, scope)
+    return analytics.report(frame, as_of=as_of, factor=factor, purge_below=purge_below,
+                            purged=purged)
+
+
+@task(name="record-decay-run", **STEP, **DB_RETRIES)
+async def record_decay_run(
+    pool: AsyncConnectionPool, report: analytics.DecayReport, scope: Scope | None
+) -> None:
+    async with pool.connection() as conn:
+        await conn.execute(
+            """INSERT INTO agent_memory.decay_runs
+                   (as_of_day, user_id, agent_id, workflow_id, all_scopes, factor, purge_below,
+                    facts_purged)
+               VALUES (%s, %s, %s, %s, %s, %s, %s, %s)""",
+            (report.as_of, *(scope or Scope()).params, scope is None, report.factor,
+             report.purge_below, report.purged),
+        )

@@ -1,0 +1,200 @@
+"""The consolidation flow, run by Prefect, against a real PostgreSQL and a real HTTP LLM."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import psycopg
+import pytest
+
+from agent_memory import MemoryManager, Scope
+from agent_memory.settings import Settings
+from flows.consolidation import SUMMARY_KEY, ConsolidationParams, consolidation_flow
+from tests.fake_llm import FakeLLM, Reply
+
+pytestmark = pytest.mark.usefixtures("prefect_harness")
+
+TALK = [
+    {"role": "user", "content": "Hi! I'm a Python developer working on SAP integrations. "
+                                "I prefer async code."},
+    {"role": "assistant", "content": "Noted."},
+]
+
+
+def jobs(db: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
+    return db.execute(
+        """SELECT user_id, status, episodes_processed, facts_created, content_checksum IS NOT NULL,
+                  extractor, error
+           FROM agent_memory.consolidation_jobs ORDER BY id"""
+    ).fetchall()
+
+
+def pending(db: psycopg.Connection[Any]) -> list[str | None]:
+    return [r[0] for r in db.execute(
+        "SELECT user_id FROM agent_memory.episodes WHERE NOT consolidated ORDER BY id").fetchall()]
+
+
+async def test_offline_consolidation_end_to_end(
+    manager: MemoryManager, db: psycopg.Connection[Any]
+) -> None:
+    alice = Scope(user_id="alice")
+    await manager.record(alice, TALK)
+    await manager.record(alice, [{"role": "user", "content": "We use PostgreSQL for everything."}])
+    summary = await consolidation_flow(ConsolidationParams())
+    assert summary["extractor"] == "offline-rules"
+    assert (summary["scopes"], summary["completed"], summary["failed"]) == (1, 1, 0)
+    assert jobs(db) == [("alice", "completed", 2, 3, True, "offline-rules", None)]
+    assert pending(db) == []
+    frame = await manager.inject(alice)
+    assert set(frame.injected_facts) == {
+        "User is a Python developer working on SAP integrations.",
+        "User prefers async code.",
+        "User uses PostgreSQL for everything.",
+    }
+    # nothing pending: a second run does no work and writes no job
+    again = await consolidation_flow(ConsolidationParams())
+    assert again["scopes"] == 0
+    assert len(jobs(db)) == 1
+
+
+async def test_summary_artifact_lists_each_scope(manager: MemoryManager) -> None:
+    from prefect.artifacts import Artifact
+
+    await manager.record(Scope(user_id="art-1"), TALK)
+    await manager.record(Scope(user_id="art-2", agent_id="bot"), TALK)
+    await consolidation_flow(ConsolidationParams())
+    artifact = await Artifact.aget(SUMMARY_KEY)
+    assert artifact is not None
+    rows = json.loads(artifact.data) if isinstance(artifact.data, str) else artifact.data
+    assert sorted(r["scope"] for r in rows) == ["user=art-1", "user=art-2 agent=bot"]
+    assert {r["outcome"] for r in rows} == {"completed"}
+
+
+async def test_only_the_requested_scope_is_consolidated(
+    manager: MemoryManager, db: psycopg.Connection[Any]
+) -> None:
+    await manager.record(Scope(user_id="one"), TALK)
+    await manager.record(Scope(user_id="two"), TALK)
+    await manager.consolidate(Scope(user_id="two"))
+    assert pending(db) == ["one"]
+
+
+async def test_checksum_skip_does_not_call_the_llm(
+    llm_settings: Settings, fake_llm: FakeLLM, db: psycopg.Connection[Any]
+) -> None:
+    manager = await MemoryManager.create(settings=llm_settings, migrate=False)
+    try:
+        scope = Scope(user_id="repeat")
+        await manager.record(scope, TALK)
+        first = await manager.consolidate()
+        assert (first["completed"], fake_llm.calls) == (1, 1)
+        # the same conversation recorded again (e.g. a retried graph): same checksum
+        await manager.record(scope, TALK)
+        second = await manager.consolidate()
+        assert fake_llm.calls == 1
+        assert second["skipped"] == 1
+        assert pending(db) == []
+        assert [j[1] for j in jobs(db)] == ["completed", "skipped"]
+        assert len(await manager.facts(scope)) == 2
+    finally:
+        await manager.close()
+
+
+async def test_llm_failure_leaves_failed_job_and_pending_episodes_while_others_complete(
+    llm_settings: Settings, fake_llm: FakeLLM, db: psycopg.Connection[Any]
+) -> None:
+    def handler(request: dict[str, Any]) -> Reply:
+        text = json.dumps(request["messages"])
+        if "doomed" in text:
+            return Reply("upstream exploded", status=500)
+        return Reply(json.dumps([{"content": "User is fine.", "importance": 0.6}]))
+
+    fake_llm.reset(handler)
+    manager = await MemoryManager.create(settings=llm_settings, migrate=False)
+    try:
+        await manager.record(Scope(user_id="ok-1"), TALK)
+        await manager.record(Scope(user_id="bad"), [{"role": "user", "content": "doomed talk"}])
+        await manager.record(Scope(user_id="ok-2"), TALK)
+        summary = await manager.consolidate()
+    finally:
+        await manager.close()
+    assert (summary["completed"], summary["failed"]) == (2, 1)
+    rows = {r[0]: r for r in jobs(db)}
+    assert rows["bad"][1] == "failed"
+    assert "InternalServerError" in rows["bad"][6] or "500" in rows["bad"][6]
+    assert rows["ok-1"][1] == rows["ok-2"][1] == "completed"
+    assert pending(db) == ["bad"]
+    # transient: the first try and 2 retries (AGENT_MEMORY_RETRY_LLM_ATTEMPTS=2 in tests)
+    doomed_calls = [r for r in fake_llm.requests if "doomed" in json.dumps(r["messages"])]
+    assert len(doomed_calls) == 3
+    assert db.execute("SELECT count(*) FROM agent_memory.memory_items WHERE user_id = 'bad'"
+                      ).fetchone() == (0,)
+
+
+async def test_transient_fault_is_retried_then_succeeds(
+    llm_settings: Settings, fake_llm: FakeLLM, db: psycopg.Connection[Any]
+) -> None:
+    fake_llm.reply_with(
+        Reply("slow down", status=429, headers={"Retry-After": "0"}),
+        Reply("unavailable", status=503),
+        Reply(json.dumps([{"content": "User is persistent.", "importance": 0.8}])),
+    )
+    manager = await MemoryManager.create(settings=llm_settings, migrate=False)
+    try:
+        await manager.record(Scope(user_id="retry"), TALK)
+        summary = await manager.consolidate()
+        assert summary["completed"] == 1
+        assert fake_llm.calls == 3
+        assert (await manager.inject(Scope(user_id="retry"))).injected_facts == ["User is persistent."]
+    finally:
+        await manager.close()
+
+
+@pytest.mark.parametrize(
+    ("answer", "needle"),
+    [
+        ('[{"content": "User is', "not valid JSON"),
+        ('{"unexpected": 1}', "expected an array"),
+        ('[{"text_of_fact": "x", "importance": 0.5}]', "no 'content'"),
+        ('[{"content": "User likes tea.", "importance": "very"}]', "not a number"),
+    ],
+)
+async def test_unusable_answer_fails_the_job_without_retry(
+    llm_settings: Settings, fake_llm: FakeLLM, db: psycopg.Connection[Any], answer: str, needle: str
+) -> None:
+    fake_llm.reply_with(Reply(answer))
+    manager = await MemoryManager.create(settings=llm_settings, migrate=False)
+    try:
+        await manager.record(Scope(user_id="garbage"), TALK)
+        summary = await manager.consolidate()
+    finally:
+        await manager.close()
+    assert summary["failed"] == 1
+    assert fake_llm.calls == 1  # a bad answer is permanent: no retry
+    job = jobs(db)[0]
+    assert job[1] == "failed" and needle in job[6]
+    assert pending(db) == ["garbage"]
+
+
+async def test_secrets_stay_out_of_job_rows_and_logs(
+    llm_settings: Settings,
+    fake_llm: FakeLLM,
+    db: psycopg.Connection[Any],
+    capfd: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    secret = llm_settings.llm.api_key.get_secret_value()  # type: ignore[union-attr]
+    fake_llm.reply_with(Reply(f"Incorrect API key provided: {secret}", status=401))
+    manager = await MemoryManager.create(settings=llm_settings, migrate=False)
+    try:
+        await manager.record(Scope(user_id="leak"), TALK)
+        summary = await manager.consolidate()
+    finally:
+        await manager.close()
+    assert summary["failed"] == 1
+    error = jobs(db)[0][6]
+    assert "AuthenticationError" in error and secret not in error
+    out, err = capfd.readouterr()
+    assert secret not in out + err + caplog.text
+    assert fake_llm.requests[0]["_authorization"] == f"Bearer {secret}"  # it was really sent
