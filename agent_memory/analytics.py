@@ -93,11 +93,14 @@ def report(
     if facts.height == 0:
         return result
     labels = [f"{lo:.2f}-{hi:.2f}" for lo, hi in zip(BUCKETS, BUCKETS[1:])]
-    binned = facts.with_columns(
-        bucket=pl.col("importance").cut(BUCKETS[1:-1], labels=labels, left_closed=True)
-    )
-    counts = dict(binned.group_by("bucket").len().iter_rows())
-    result.distribution = [{"importance": b, "facts": int(counts.get(b, 0))} for b in labels]
+    # bucket i holds BUCKETS[i] <= importance < BUCKETS[i + 1] (the last one includes 1.0)
+    edges = pl.Series(BUCKETS[1:-1], dtype=pl.Float64)
+    bucket = edges.search_sorted(facts["importance"], side="right")
+    counts = bucket.value_counts()
+    per_bucket = dict(zip(counts[bucket.name].to_list(), counts["count"].to_list()))
+    result.distribution = [
+        {"importance": label, "facts": int(per_bucket.get(i, 0))} for i, label in enumerate(labels)
+    ]
     result.expiry = [
         {
             "within_days": h,

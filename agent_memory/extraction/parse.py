@@ -95,9 +95,11 @@ def _importance(raw: Any, index: int, repairs: list[str]) -> float:
             repairs.append(f"fact {index}: importance {raw!r} read as {_WORDS[word]}")
             return _WORDS[word]
         try:
-            raw = float(word.rstrip("%")) / (100 if word.endswith("%") else 1)
+            number = float(word.rstrip("%")) / (100 if word.endswith("%") else 1)
         except ValueError:
             raise ExtractionError(f"fact {index}: importance {raw!r} is not a number") from None
+        repairs.append(f"fact {index}: importance given as text {raw!r}")
+        raw = number
     if not isinstance(raw, int | float) or not math.isfinite(raw):
         raise ExtractionError(f"fact {index}: importance {raw!r} is not a finite number")
     value = float(raw)

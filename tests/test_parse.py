@@ -1,0 +1,98 @@
+"""Validation and repair of what a model answers."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agent_memory.errors import ExtractionError
+from agent_memory.extraction.parse import MAX_FACT_CHARS, MAX_FACTS, parse_facts
+
+
+def contents(text: str) -> list[tuple[str, float]]:
+    facts, _ = parse_facts(text)
+    return [(f.content, f.importance) for f in facts]
+
+
+GOOD = '[{"content": "User likes tea.", "importance": 0.7}]'
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        GOOD,
+        f"Here are the facts:\n{GOOD}\nHope this helps!",
+        f"```json\n{GOOD}\n```",
+        f"```\n{GOOD}\n```",
+        '{"facts": [{"content": "User likes tea.", "importance": 0.7}]}',
+        '{"content": "User likes tea.", "importance": 0.7}',
+        '[{"fact": "User likes tea.", "score": 0.7}]',
+        '[{"content": "User likes tea.", "importance": "0.7"}]',
+        '[{"content": "  User likes\\ttea.\\u0007 ", "importance": 0.7}]',
+    ],
+)
+def test_repairable_answers(text: str) -> None:
+    assert contents(text) == [("User likes tea.", 0.7)]
+
+
+def test_empty_array_means_nothing_to_keep() -> None:
+    assert parse_facts("[]") == ([], [])
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [("high", 0.8), ("low", 0.2), (1.7, 1.0), ("85%", 0.85), (None, 0.5)],
+)
+def test_importance_repairs(raw: object, expected: float) -> None:
+    item = {"content": "User likes tea."}
+    if raw is not None:
+        item["importance"] = raw  # type: ignore[assignment]
+    facts, repairs = parse_facts(json.dumps([item]))
+    assert facts[0].importance == expected
+    assert repairs
+
+
+def test_negative_importance_and_empty_content_are_dropped_with_a_note() -> None:
+    facts, repairs = parse_facts(json.dumps([
+        {"content": "User is gone.", "importance": -1},
+        {"content": "   ", "importance": 0.5},
+        {"content": "User stays.", "importance": 0.5},
+    ]))
+    assert [f.content for f in facts] == ["User stays."]
+    assert any("importance" in r for r in repairs) and any("empty" in r for r in repairs)
+
+
+def test_too_many_facts_keep_the_most_important() -> None:
+    many = [{"content": f"Fact {i}.", "importance": (i % 100) / 100 + 0.001} for i in range(10_000)]
+    facts, repairs = parse_facts(json.dumps(many))
+    assert len(facts) == MAX_FACTS
+    assert min(f.importance for f in facts) > 0.9
+    assert any("most important" in r for r in repairs)
+
+
+def test_overlong_fact_is_cut() -> None:
+    facts, _ = parse_facts(json.dumps([{"content": "x" * 5000, "importance": 0.5}]))
+    assert len(facts[0].content) == MAX_FACT_CHARS
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("", "empty text"),
+        ("   \n ", "empty text"),
+        ('[{"content": "User is', "not valid JSON"),
+        ("I could not find any facts.", "not valid JSON"),
+        ("42", "JSON int"),
+        ('{"answer": "none"}', "expected an array"),
+        ('[{"txt": "User likes tea."}]', "no 'content'"),
+        ('[{"content": 5, "importance": 0.5}]', "is not text"),
+        ('[{"content": "x", "importance": "very"}]', "not a number"),
+        ('[{"content": "x", "importance": true}]', "not a number"),
+        ('[{"content": "x", "importance": NaN}]', "not a finite number"),
+        ("[[1, 2]]", "fact 0 is a list"),
+    ],
+)
+def test_unusable_answers_fail_with_the_bad_value(text: str, needle: str) -> None:
+    with pytest.raises(ExtractionError, match=needle):
+        parse_facts(text)

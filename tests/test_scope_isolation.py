@@ -1,0 +1,59 @@
+"""Property: a scope sees exactly its own facts, NULL parts included — the same answer as the
+seed's IS NOT DISTINCT FROM query, but through the index."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agent_memory import MemoryManager, Scope
+from agent_memory.db import facts as fact_repo
+from agent_memory.settings import Settings
+
+SEED_QUERY = """
+SELECT content FROM agent_memory.memory_items
+WHERE user_id IS NOT DISTINCT FROM %s AND agent_id IS NOT DISTINCT FROM %s
+  AND workflow_id IS NOT DISTINCT FROM %s
+ORDER BY content
+"""
+
+# parts chosen to collide if the encoding were careless: separators, quotes, the word NULL
+part = st.one_of(
+    st.none(),
+    st.sampled_from(["a", "b", "a,b", "NULL", "'", "''", ",", "E'a'", "\\", "null"]),
+    st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+            min_size=1, max_size=6),
+)
+scopes = st.lists(st.builds(Scope, part, part, part), min_size=1, max_size=12, unique=True)
+
+
+@pytest.fixture
+def sync_manager(settings: Settings) -> Iterator[MemoryManager]:
+    manager = MemoryManager.create_sync(settings=settings, migrate=False)
+    yield manager
+    manager.close_sync()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(scopes=scopes)
+def test_each_scope_sees_exactly_its_own_facts(
+    sync_manager: MemoryManager, db: psycopg.Connection[Any], scopes: list[Scope]
+) -> None:
+    db.execute("TRUNCATE agent_memory.memory_items")
+    now = datetime.now(UTC)
+    with sync_manager._spool().connection() as conn:
+        for i, scope in enumerate(scopes):
+            conn.execute(fact_repo.UPSERT, {
+                **scope.as_dict(), "content": f"fact-{i}", "content_hash": f"{i}".encode(),
+                "importance": 0.5, "at": now, "job_id": None})
+    for i, scope in enumerate(scopes):
+        frame = sync_manager.inject_sync(scope)
+        assert frame.injected_facts == [f"fact-{i}"], scope
+        oracle = [r[0] for r in db.execute(SEED_QUERY, scope.params).fetchall()]
+        assert oracle == frame.injected_facts
