@@ -1,0 +1,282 @@
+"""The ``agent-memory`` command: demo, migrate, consolidate, decay, stats, serve.
+
+The top of the stack: the only part of the library that reaches up to ``flows/`` (and so to
+Prefect), and it imports them inside the commands that need them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from datetime import date, datetime
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from agent_memory.errors import AgentMemoryError
+from agent_memory.models import Scope
+from agent_memory.settings import Settings, use_settings
+
+app = typer.Typer(
+    name="agent-memory",
+    help="Memory that lasts across sessions for LangGraph agents, on PostgreSQL and Prefect.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console()
+errors = Console(stderr=True)
+
+UserOpt = Annotated[str | None, typer.Option("--user", help="user_id of the scope")]
+AgentOpt = Annotated[str | None, typer.Option("--agent", help="agent_id of the scope")]
+WorkflowOpt = Annotated[str | None, typer.Option("--workflow", help="workflow_id of the scope")]
+
+
+def _private_defaults(*, quiet: bool = False) -> None:
+    """No telemetry, no network at import; set before Prefect or litellm is imported."""
+    os.environ.setdefault("DO_NOT_TRACK", "1")
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
+    if quiet:
+        os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+        os.environ.setdefault("PREFECT_LOGGING_ROOT_LEVEL", "ERROR")
+
+
+def _scope(user: str | None, agent: str | None, workflow: str | None) -> Scope | None:
+    return Scope(user, agent, workflow) if (user or agent or workflow) else None
+
+
+def _table(title: str, rows: list[dict[str, Any]]) -> Table:
+    table = Table(title=title, title_justify="left")
+    for column in rows[0] if rows else ["(none)"]:
+        table.add_column(str(column))
+    for row in rows:
+        table.add_row(*(str(v) for v in row.values()))
+    return table
+
+
+def _settings() -> Settings:
+    settings = Settings()
+    use_settings(settings)
+    return settings
+
+
+def _fail(exc: Exception) -> typer.Exit:
+    errors.print(f"[red]error:[/] {exc}", highlight=False)
+    return typer.Exit(2)
+
+
+@app.command()
+def demo() -> None:
+    """Replay the seed's end-to-end run: two sessions, consolidation, injection, decay."""
+    _private_defaults(quiet=True)
+    from agent_memory import demo as demo_module
+
+    try:
+        failed = asyncio.run(demo_module.run(console, _settings()))
+    except AgentMemoryError as exc:
+        raise _fail(exc) from None
+    raise typer.Exit(1 if failed else 0)
+
+
+@app.command()
+def migrate() -> None:
+    """Create or update the database schema (safe to re-run)."""
+    from agent_memory.db.connection import resolve
+    from agent_memory.db.migrations import current_version
+    from agent_memory.db.pool import setup_schema
+
+    settings = _settings()
+    try:
+        database = resolve(settings.db)
+        applied = setup_schema(database, settings.memory.decay_factor)
+        with database.connect() as conn:
+            version = current_version(conn)
+    except AgentMemoryError as exc:
+        raise _fail(exc) from None
+    console.print(f"database: {database.display}", highlight=False)
+    console.print(f"applied: {', '.join(applied) if applied else 'nothing (up to date)'}")
+    console.print(f"schema version: {version}")
+
+
+@app.command()
+def consolidate(
+    user: UserOpt = None,
+    agent: AgentOpt = None,
+    workflow: WorkflowOpt = None,
+    max_scopes: Annotated[int, typer.Option(min=1)] = 10_000,
+) -> None:
+    """Run the consolidation flow now (all scopes with pending episodes, or one scope)."""
+    _private_defaults()
+    try:
+        scope = _scope(user, agent, workflow)
+        _settings()
+        from flows.consolidation import ConsolidationParams, consolidation_flow
+
+        params = ConsolidationParams(
+            scope=scope.as_dict() if scope else None,  # type: ignore[arg-type]
+            max_scopes=max_scopes,
+        )
+        summary = asyncio.run(consolidation_flow(params))
+    except AgentMemoryError as exc:
+        raise _fail(exc) from None
+    if summary["results"]:
+        console.print(_table("Consolidation", summary["results"]))
+    console.print(
+        f"{summary['scopes']} scope(s): {summary['completed']} completed, "
+        f"{summary['skipped']} skipped, {summary['failed']} failed; "
+        f"{summary['facts_created']} new fact(s) ({summary['extractor']})",
+        highlight=False,
+    )
+    raise typer.Exit(1 if summary["failed"] else 0)
+
+
+def _print_report(report: dict[str, Any]) -> None:
+    console.print(_table(f"Importance on {report['as_of']}", report["distribution"]))
+    console.print(_table("Projected expiry", report["expiry"]))
+    console.print(_table("Largest scopes", report["scopes"]))
+    console.print(
+        f"{report['facts']} fact(s); purged {report['purged']}; "
+        f"{report['expiring_within_7_days']} expiring within 7 days "
+        f"(factor {report['factor']}/day, purge below {report['purge_below']})",
+        highlight=False,
+    )
+
+
+@app.command()
+def decay(
+    user: UserOpt = None,
+    agent: AgentOpt = None,
+    workflow: WorkflowOpt = None,
+    as_of: Annotated[
+        datetime | None, typer.Option(formats=["%Y-%m-%d"], help="day to decay to (UTC)")
+    ] = None,
+) -> None:
+    """Run the decay flow now: purge faded facts and print the analytics."""
+    _private_defaults()
+    try:
+        scope = _scope(user, agent, workflow)
+        _settings()
+        from flows.decay import DecayParams, decay_flow
+
+        params = DecayParams(
+            scope=scope.as_dict() if scope else None,  # type: ignore[arg-type]
+            as_of=as_of.date() if as_of else None,
+        )
+        report = asyncio.run(decay_flow(params))
+    except AgentMemoryError as exc:
+        raise _fail(exc) from None
+    _print_report(report)
+
+
+async def _stats(settings: Settings, scope: Scope | None, as_of: date) -> dict[str, Any]:
+    from agent_memory import analytics
+    from agent_memory.db.pool import open_pool
+
+    async with open_pool(settings, max_size=1) as pool, pool.connection() as conn:
+        cur = await conn.execute(
+            """SELECT (SELECT count(*) FROM agent_memory.episodes WHERE NOT consolidated),
+                      (SELECT count(*) FROM agent_memory.episodes WHERE consolidated),
+                      (SELECT count(DISTINCT scope_key) FROM agent_memory.memory_items)"""
+        )
+        pending, done, scopes = (await cur.fetchone()) or (0, 0, 0)
+        cur = await conn.execute(
+            "SELECT status, count(*) FROM agent_memory.consolidation_jobs GROUP BY 1 ORDER BY 1"
+        )
+        jobs = {status: n for status, n in await cur.fetchall()}
+        frame = await analytics.load_frame(conn, scope)
+    report = analytics.report(
+        frame,
+        as_of=as_of,
+        factor=settings.memory.decay_factor,
+        purge_below=settings.memory.purge_threshold,
+        purged=0,
+    )
+    return {"episodes_pending": pending, "episodes_consolidated": done, "fact_scopes": scopes,
+            "jobs": jobs, "report": report.summary()}
+
+
+@app.command()
+def stats(user: UserOpt = None, agent: AgentOpt = None, workflow: WorkflowOpt = None) -> None:
+    """Print what memory holds: episodes, jobs, and the decay analytics (changes nothing)."""
+    from agent_memory.decay import today
+
+    try:
+        result = asyncio.run(_stats(_settings(), _scope(user, agent, workflow), today()))
+    except AgentMemoryError as exc:
+        raise _fail(exc) from None
+    console.print(
+        f"episodes: {result['episodes_pending']} pending, {result['episodes_consolidated']} "
+        f"consolidated; scopes with facts: {result['fact_scopes']}; jobs: "
+        + (", ".join(f"{n} {s}" for s, n in result["jobs"].items()) or "none"),
+        highlight=False,
+    )
+    _print_report(result["report"])
+
+
+def _start_prefect_server(host: str, port: int) -> subprocess.Popen[bytes]:
+    prefect = shutil.which("prefect") or os.path.join(os.path.dirname(sys.executable), "prefect")
+    log_path = os.path.join(os.environ.get("PREFECT_HOME", os.path.expanduser("~/.prefect")),
+                            "agent-memory-server.log")
+    os.makedirs(os.path.dirname(log_path), exist_ok=True)
+    log = open(log_path, "ab")  # noqa: SIM115 - handed to the child for its lifetime
+    proc = subprocess.Popen(
+        [prefect, "server", "start", "--host", host, "--port", str(port)],
+        stdout=log, stderr=subprocess.STDOUT,
+    )
+    url = f"http://{host}:{port}/api/health"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise typer.Exit(f"prefect server exited with {proc.returncode}; see {log_path}")
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return proc
+        except OSError:
+            time.sleep(0.5)
+    proc.terminate()
+    raise typer.Exit(f"prefect server did not answer on {url} within 120 s; see {log_path}")
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="where to start a Prefect server if none is set")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535)] = 4200,
+) -> None:
+    """Serve the hourly consolidation and daily decay schedules (no worker, no Docker).
+
+    Uses the Prefect server at PREFECT_API_URL, or starts one on HOST:PORT (UI included).
+    """
+    _private_defaults()
+    server = None
+    if not os.environ.get("PREFECT_API_URL"):
+        server = _start_prefect_server(host, port)
+        os.environ["PREFECT_API_URL"] = f"http://{host}:{port}/api"
+        console.print(f"Prefect server and UI: http://{host}:{port}")
+    _settings()
+    from deployments.serve import serve_all
+
+    try:
+        asyncio.run(serve_all())
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=30)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,147 @@
+"""The seed's end-to-end check, replayed on real parts: two sessions of a LangGraph agent, the
+Prefect consolidation flow between them, and decay. Prints an OK/FAIL line per step."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.graph import END, START, StateGraph
+from rich.console import Console
+
+from agent_memory.decay import today
+from agent_memory.graph.nodes import MemoryState
+from agent_memory.manager import MemoryManager
+from agent_memory.models import Scope
+from agent_memory.settings import Settings
+
+TURN_1 = (
+    "Hi! I'm a Python developer working on SAP integrations. I prefer async code "
+    "and we use PostgreSQL for everything. My month-end close keeps timing out."
+)
+TURN_2 = "What language should I use for my next REST API?"
+
+
+def _rule_agent(state: dict[str, Any]) -> dict[str, Any]:
+    """A deterministic stand-in for an LLM agent: it answers from the facts it was given."""
+    facts: list[str] = state.get("working_memory", {}).get("injected_facts", [])
+    question = str(state["messages"][-1].content)
+    if not facts:
+        reply = "Nice to meet you! Tell me about your work and I will keep it in mind."
+    elif "language" in question.lower():
+        known = " ".join(facts)
+        pick = "Python with FastAPI (async)" if "Python" in known else "the language you know best"
+        reply = f"Given what I know ({'; '.join(facts[:3])}), I'd use {pick}."
+    else:
+        reply = "From earlier sessions I remember: " + "; ".join(facts[:3])
+    return {"messages": [AIMessage(content=reply)]}
+
+
+def _llm_agent(settings: Settings) -> Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]:
+    from agent_memory.extraction.llm import LLMExtractor
+
+    llm = LLMExtractor(settings.llm)
+
+    async def agent(state: dict[str, Any]) -> dict[str, Any]:
+        facts = state.get("working_memory", {}).get("injected_facts", [])
+        system = "You are a helpful assistant."
+        if facts:
+            system += "\n\nYou know these facts about the user:\n" + "\n".join(f"- {f}" for f in facts)
+        history = [{"role": "system", "content": system}] + [
+            {"role": "user" if m.type == "human" else "assistant", "content": str(m.content)}
+            for m in state["messages"]
+        ]
+        text, _ = await llm.complete(history)
+        return {"messages": [AIMessage(content=text)]}
+
+    return agent
+
+
+@dataclass
+class Demo:
+    console: Console
+    steps: int = 8
+    failures: list[str] = field(default_factory=list)
+    _n: int = 0
+
+    def step(self, title: str, ok: bool, *details: str) -> bool:
+        self._n += 1
+        mark = "[green]✓ OK[/]" if ok else "[red]✗ FAIL[/]"
+        self.console.print(f"[{self._n}/{self.steps}] {title:<44} {mark}", highlight=False)
+        for line in details:
+            self.console.print(f"      → {line}", highlight=False, soft_wrap=True)
+        if not ok:
+            self.failures.append(title)
+        return ok
+
+
+async def run(console: Console, settings: Settings) -> int:
+    """Run the demo; returns the number of failed steps."""
+    demo = Demo(console)
+    console.print("[bold]=== agent-memory E2E demo ===[/]")
+    started = time.perf_counter()
+    manager = await MemoryManager.create(settings=settings)
+    where = "embedded PostgreSQL" if manager.database.embedded else manager.database.display
+    demo.step("Starting MemoryManager...", True, f"database: {where}")
+    try:
+        agent: Any = _rule_agent if settings.llm.offline else _llm_agent(settings)
+        graph = StateGraph(MemoryState)
+        graph.add_node("inject_memory", manager.inject_node)
+        graph.add_node("agent", agent)
+        graph.add_node("record_memory", manager.record_node)
+        graph.add_edge(START, "inject_memory")
+        graph.add_edge("inject_memory", "agent")
+        graph.add_edge("agent", "record_memory")
+        graph.add_edge("record_memory", END)
+        app = graph.compile()
+        demo.step("Building mini LangGraph...", True,
+                  "inject_memory → agent → record_memory → END")
+
+        # a fresh workflow id per run keeps runs apart in a database that outlives the demo
+        scope = Scope(user_id="demo-user", agent_id="demo-agent",
+                      workflow_id=f"demo-{int(time.time() * 1000)}")
+        state = {**scope.as_dict(), "messages": [HumanMessage(TURN_1)]}
+        out1 = await app.ainvoke(state)
+        injected1 = out1["working_memory"]["injected_facts"]
+        demo.step(f'Turn 1: "{TURN_1[:32]}..."', not injected1 and bool(out1["messages"][-1].content),
+                  f"Injected facts: {len(injected1)} (first turn, empty)",
+                  f"AI: {out1['messages'][-1].content}")
+
+        summary = await manager.consolidate(scope)
+        demo.step("Consolidating episodes (Prefect flow)...",
+                  summary["completed"] == 1 and summary["facts_created"] > 0,
+                  f"Facts created: {summary['facts_created']} (extractor: {summary['extractor']})")
+
+        out2 = await app.ainvoke({**scope.as_dict(), "messages": [HumanMessage(TURN_2)]})
+        injected2 = out2["working_memory"]["injected_facts"]
+        reply = str(out2["messages"][-1].content)
+        demo.step(f'Turn 2: "{TURN_2[:32]}..."', bool(injected2),
+                  f"Injected facts: {len(injected2)} (memories from turn 1)",
+                  *(f"  • {f}" for f in injected2), f"AI: {reply}")
+
+        uses_memory = settings.llm.offline is False or any(
+            word in reply for word in ("Python", "SAP", "async", "PostgreSQL")
+        )
+        demo.step("Verifying memory injection...", bool(injected2) and uses_memory,
+                  "turn 2's reply draws on facts from turn 1")
+
+        before = [round(f.importance, 2) for f in await manager.facts(scope)]
+        later = today() + timedelta(days=10)
+        report = await manager.decay(scope, as_of=later)
+        after = [round(f.importance, 2) for f in await manager.facts(scope, on=later)]
+        expected = [round(b * settings.memory.decay_factor**10, 2) for b in before]
+        demo.step("Testing decay (as of 10 days later)...", after == expected and bool(before),
+                  f"Before: {before}", f"After:  {after}",
+                  f"purged {report['purged']}, {report['expiring_within_7_days']} expiring within 7 days")
+    finally:
+        await manager.close()
+    demo.step("Closing MemoryManager...", True, f"{time.perf_counter() - started:.1f} s in all")
+    if demo.failures:
+        console.print(f"[red]{len(demo.failures)} step(s) failed:[/] " + ", ".join(demo.failures))
+    else:
+        console.print("[green]All steps passed.[/]")
+    return len(demo.failures)

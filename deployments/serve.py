@@ -1,0 +1,34 @@
+"""Serving both schedules from one process: no worker, no Docker, just a Prefect server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import aserve
+
+from deployments.schedules import CONSOLIDATION, DECAY, Schedule
+from flows.consolidation import consolidation_flow
+from flows.decay import decay_flow
+
+
+async def _deployment(flow: Any, schedule: Schedule) -> Any:
+    return await flow.to_deployment(
+        name=schedule.name,
+        cron=schedule.cron,
+        parameters=schedule.parameters,
+        concurrency_limit=schedule.concurrency_limit,
+        description=schedule.description,
+        tags=["agent-memory"],
+    )
+
+
+async def build_deployments() -> list[Any]:
+    return [
+        await _deployment(consolidation_flow, CONSOLIDATION),
+        await _deployment(decay_flow, DECAY),
+    ]
+
+
+async def serve_all() -> None:
+    """Register both deployments and run their scheduled flow runs until interrupted."""
+    await aserve(*(await build_deployments()), print_starting_message=True)

@@ -1,0 +1,86 @@
+"""The command line: the demo as a user runs it, and the operator commands."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from typer.testing import CliRunner
+
+from agent_memory.cli import app
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def cli_env(database_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("DATABASE_URL", database_url)
+    return database_url
+
+
+@pytest.mark.slow
+def test_demo_passes_every_step_in_a_fresh_process(database_url: str, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
+    env.update(DATABASE_URL=database_url, PREFECT_HOME=str(tmp_path / "prefect"))
+    result = subprocess.run(
+        [sys.executable, "-m", "agent_memory.cli", "demo"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count("✓ OK") == 8
+    assert "FAIL" not in result.stdout
+    assert "Injected facts: 0 (first turn, empty)" in result.stdout
+    assert "Injected facts: 4 (memories from turn 1)" in result.stdout
+    assert "Traceback" not in result.stderr
+
+
+def test_migrate_is_idempotent(cli_env: str) -> None:
+    runner = CliRunner()
+    result = runner.invoke(app, ["migrate"])
+    assert result.exit_code == 0, result.output
+    assert "nothing (up to date)" in result.output
+    assert "schema version: 1" in result.output
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_consolidate_decay_and_stats(cli_env: str, db: psycopg.Connection[Any]) -> None:
+    db.execute(
+        "INSERT INTO agent_memory.episodes (user_id, messages, message_count) VALUES "
+        "('cli', '[{\"role\": \"user\", \"content\": \"I prefer green tea.\"}]', 1)"
+    )
+    runner = CliRunner()
+    result = runner.invoke(app, ["consolidate"])
+    assert result.exit_code == 0, result.output
+    assert "1 completed" in result.output and "1 new fact(s)" in result.output
+    result = runner.invoke(app, ["stats"])
+    assert result.exit_code == 0, result.output
+    assert "0 pending, 1 consolidated" in result.output and "1 completed" in result.output
+    result = runner.invoke(app, ["decay", "--user", "cli", "--as-of", "2999-01-01"])
+    assert result.exit_code == 0, result.output
+    assert "purged 1" in result.output
+    assert db.execute("SELECT count(*) FROM agent_memory.memory_items").fetchone() == (0,)
+
+
+def test_bad_input_is_a_clear_error_not_a_traceback(cli_env: str) -> None:
+    runner = CliRunner()
+    result = runner.invoke(app, ["stats", "--user", "x" * 300])
+    assert result.exit_code == 2
+    assert "user_id is 300 characters long" in result.output
+    result = runner.invoke(app, ["decay", "--as-of", "yesterday"])
+    assert result.exit_code == 2
+    assert "yesterday" in result.output
+
+
+def test_unreachable_database_names_it_without_the_password(monkeypatch: pytest.MonkeyPatch,
+                                                            tmp_path: Path) -> None:
+    monkeypatch.setenv("DATABASE_URL",
+                       f"postgresql://user:hunter2-secret@/nodb?host={tmp_path}&connect_timeout=2")
+    result = CliRunner().invoke(app, ["migrate"])
+    assert result.exit_code == 2
+    assert "cannot reach the database" in result.output
+    assert "hunter2-secret" not in result.output
