@@ -6,6 +6,7 @@ All figures are computed from (scope, decay_rank) and the day, with the same ari
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 from datetime import date
@@ -14,15 +15,14 @@ from typing import Any
 import polars as pl
 import psycopg
 
+from agent_memory.db.fragments import SCOPE_MATCH
 from agent_memory.decay import day_index, lam
 from agent_memory.models import Scope
-
-_SCOPE_MATCH = "scope_key = agent_memory.scope_key(%(user_id)s, %(agent_id)s, %(workflow_id)s)"
 
 LOAD = f"""
 SELECT user_id, agent_id, workflow_id, decay_rank
 FROM agent_memory.memory_items
-WHERE (%(all_scopes)s OR {_SCOPE_MATCH})
+WHERE (%(all_scopes)s OR {SCOPE_MATCH})
 """
 
 BUCKETS = [0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]
@@ -76,7 +76,13 @@ async def load_frame(conn: psycopg.AsyncConnection[Any], scope: Scope | None) ->
 
 
 def report(
-    frame: pl.DataFrame, *, as_of: date, factor: float, purge_below: float, purged: int, top: int = 20
+    frame: pl.DataFrame,
+    *,
+    as_of: date,
+    factor: float,
+    purge_below: float,
+    purged: int,
+    top: int = 20,
 ) -> DecayReport:
     """Importance distribution, projected expiry and per-scope counts on ``as_of``."""
     k = lam(factor)
@@ -88,16 +94,17 @@ def report(
         + 1
         - day,
     )
-    result = DecayReport(as_of=as_of, factor=factor, purge_below=purge_below,
-                         facts=facts.height, purged=purged)
+    result = DecayReport(
+        as_of=as_of, factor=factor, purge_below=purge_below, facts=facts.height, purged=purged
+    )
     if facts.height == 0:
         return result
-    labels = [f"{lo:.2f}-{hi:.2f}" for lo, hi in zip(BUCKETS, BUCKETS[1:])]
+    labels = [f"{lo:.2f}-{hi:.2f}" for lo, hi in itertools.pairwise(BUCKETS)]
     # bucket i holds BUCKETS[i] <= importance < BUCKETS[i + 1] (the last one includes 1.0)
     edges = pl.Series(BUCKETS[1:-1], dtype=pl.Float64)
     bucket = edges.search_sorted(facts["importance"], side="right")
     counts = bucket.value_counts()
-    per_bucket = dict(zip(counts[bucket.name].to_list(), counts["count"].to_list()))
+    per_bucket = dict(zip(counts[bucket.name].to_list(), counts["count"].to_list(), strict=True))
     result.distribution = [
         {"importance": label, "facts": int(per_bucket.get(i, 0))} for i, label in enumerate(labels)
     ]
@@ -117,8 +124,11 @@ def report(
             expiring_7d=(pl.col("days_left") <= 7).sum(),
             next_expiry_days=pl.col("days_left").min(),
         )
-        .sort(["facts", "user_id", "agent_id", "workflow_id"], descending=[True, False, False, False],
-              nulls_last=True)
+        .sort(
+            ["facts", "user_id", "agent_id", "workflow_id"],
+            descending=[True, False, False, False],
+            nulls_last=True,
+        )
         .head(top)
     )
     result.scopes = [

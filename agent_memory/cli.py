@@ -200,8 +200,13 @@ async def _stats(settings: Settings, scope: Scope | None, as_of: date) -> dict[s
         purge_below=settings.memory.purge_threshold,
         purged=0,
     )
-    return {"episodes_pending": pending, "episodes_consolidated": done, "fact_scopes": scopes,
-            "jobs": jobs, "report": report.summary()}
+    return {
+        "episodes_pending": pending,
+        "episodes_consolidated": done,
+        "fact_scopes": scopes,
+        "jobs": jobs,
+        "report": report.summary(),
+    }
 
 
 @app.command()
@@ -224,31 +229,41 @@ def stats(user: UserOpt = None, agent: AgentOpt = None, workflow: WorkflowOpt = 
 
 def _start_prefect_server(host: str, port: int) -> subprocess.Popen[bytes]:
     prefect = shutil.which("prefect") or os.path.join(os.path.dirname(sys.executable), "prefect")
-    log_path = os.path.join(os.environ.get("PREFECT_HOME", os.path.expanduser("~/.prefect")),
-                            "agent-memory-server.log")
+    log_path = os.path.join(
+        os.environ.get("PREFECT_HOME", os.path.expanduser("~/.prefect")), "agent-memory-server.log"
+    )
     os.makedirs(os.path.dirname(log_path), exist_ok=True)
     log = open(log_path, "ab")  # noqa: SIM115 - handed to the child for its lifetime
     proc = subprocess.Popen(
         [prefect, "server", "start", "--host", host, "--port", str(port)],
-        stdout=log, stderr=subprocess.STDOUT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     url = f"http://{host}:{port}/api/health"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise typer.Exit(f"prefect server exited with {proc.returncode}; see {log_path}")
+            errors.print(
+                f"[red]error:[/] prefect server exited with {proc.returncode}; see {log_path}"
+            )
+            raise typer.Exit(2)
         try:
             with urllib.request.urlopen(url, timeout=2):
                 return proc
         except OSError:
             time.sleep(0.5)
     proc.terminate()
-    raise typer.Exit(f"prefect server did not answer on {url} within 120 s; see {log_path}")
+    errors.print(
+        f"[red]error:[/] prefect server did not answer on {url} within 120 s; see {log_path}"
+    )
+    raise typer.Exit(2)
 
 
 @app.command()
 def serve(
-    host: Annotated[str, typer.Option(help="where to start a Prefect server if none is set")] = "127.0.0.1",
+    host: Annotated[
+        str, typer.Option(help="where to start a Prefect server if none is set")
+    ] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535)] = 4200,
 ) -> None:
     """Serve the hourly consolidation and daily decay schedules (no worker, no Docker).

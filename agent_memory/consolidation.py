@@ -153,8 +153,7 @@ async def extract(pool: AsyncConnectionPool, batch: ScopeBatch, extractor: Extra
 
 async def _lock_scope(conn: Any, scope: Scope) -> None:
     await conn.execute(
-        "SELECT pg_advisory_xact_lock(hashtextextended("
-        "agent_memory.scope_key(%s, %s, %s), 7103))",
+        "SELECT pg_advisory_xact_lock(hashtextextended(agent_memory.scope_key(%s, %s, %s), 7103))",
         scope.params,
     )
 

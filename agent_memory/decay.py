@@ -4,7 +4,8 @@ A fact stores ``importance`` as of ``importance_at`` and a time-independent ``de
 
     lam        = -ln(factor)                     (0.0513 for 0.95)
     decay_rank = ln(importance) + day(importance_at) * lam
-    importance on day D = exp(decay_rank - D * lam) = importance * factor ** (D - day(importance_at))
+    importance on day D = exp(decay_rank - D * lam)
+                        = importance * factor ** (D - day(importance_at))
 
 So ranking by current importance is ranking by ``decay_rank`` (an index), "current importance
 >= x on day D" is ``decay_rank >= ln(x) + D * lam`` (a range on that index), and the daily purge

@@ -50,7 +50,9 @@ def _llm_agent(settings: Settings) -> Callable[[dict[str, Any]], Awaitable[dict[
         facts = state.get("working_memory", {}).get("injected_facts", [])
         system = "You are a helpful assistant."
         if facts:
-            system += "\n\nYou know these facts about the user:\n" + "\n".join(f"- {f}" for f in facts)
+            system += "\n\nYou know these facts about the user:\n" + "\n".join(
+                f"- {f}" for f in facts
+            )
         history = [{"role": "system", "content": system}] + [
             {"role": "user" if m.type == "human" else "assistant", "content": str(m.content)}
             for m in state["messages"]
@@ -59,6 +61,15 @@ def _llm_agent(settings: Settings) -> Callable[[dict[str, Any]], Awaitable[dict[
         return {"messages": [AIMessage(content=text)]}
 
     return agent
+
+
+def _turn(scope: Scope, text: str) -> MemoryState:
+    return MemoryState(
+        messages=[HumanMessage(text)],
+        user_id=scope.user_id,
+        agent_id=scope.agent_id,
+        workflow_id=scope.workflow_id,
+    )
 
 
 @dataclass
@@ -98,45 +109,62 @@ async def run(console: Console, settings: Settings) -> int:
         graph.add_edge("agent", "record_memory")
         graph.add_edge("record_memory", END)
         app = graph.compile()
-        demo.step("Building mini LangGraph...", True,
-                  "inject_memory → agent → record_memory → END")
+        demo.step("Building mini LangGraph...", True, "inject_memory → agent → record_memory → END")
 
         # a fresh workflow id per run keeps runs apart in a database that outlives the demo
-        scope = Scope(user_id="demo-user", agent_id="demo-agent",
-                      workflow_id=f"demo-{int(time.time() * 1000)}")
-        state = {**scope.as_dict(), "messages": [HumanMessage(TURN_1)]}
-        out1 = await app.ainvoke(state)
+        scope = Scope(
+            user_id="demo-user",
+            agent_id="demo-agent",
+            workflow_id=f"demo-{int(time.time() * 1000)}",
+        )
+        out1 = await app.ainvoke(_turn(scope, TURN_1))
         injected1 = out1["working_memory"]["injected_facts"]
-        demo.step(f'Turn 1: "{TURN_1[:32]}..."', not injected1 and bool(out1["messages"][-1].content),
-                  f"Injected facts: {len(injected1)} (first turn, empty)",
-                  f"AI: {out1['messages'][-1].content}")
+        demo.step(
+            f'Turn 1: "{TURN_1[:32]}..."',
+            not injected1 and bool(out1["messages"][-1].content),
+            f"Injected facts: {len(injected1)} (first turn, empty)",
+            f"AI: {out1['messages'][-1].content}",
+        )
 
         summary = await manager.consolidate(scope)
-        demo.step("Consolidating episodes (Prefect flow)...",
-                  summary["completed"] == 1 and summary["facts_created"] > 0,
-                  f"Facts created: {summary['facts_created']} (extractor: {summary['extractor']})")
+        demo.step(
+            "Consolidating episodes (Prefect flow)...",
+            summary["completed"] == 1 and summary["facts_created"] > 0,
+            f"Facts created: {summary['facts_created']} (extractor: {summary['extractor']})",
+        )
 
-        out2 = await app.ainvoke({**scope.as_dict(), "messages": [HumanMessage(TURN_2)]})
+        out2 = await app.ainvoke(_turn(scope, TURN_2))
         injected2 = out2["working_memory"]["injected_facts"]
         reply = str(out2["messages"][-1].content)
-        demo.step(f'Turn 2: "{TURN_2[:32]}..."', bool(injected2),
-                  f"Injected facts: {len(injected2)} (memories from turn 1)",
-                  *(f"  • {f}" for f in injected2), f"AI: {reply}")
+        demo.step(
+            f'Turn 2: "{TURN_2[:32]}..."',
+            bool(injected2),
+            f"Injected facts: {len(injected2)} (memories from turn 1)",
+            *(f"  • {f}" for f in injected2),
+            f"AI: {reply}",
+        )
 
         uses_memory = settings.llm.offline is False or any(
             word in reply for word in ("Python", "SAP", "async", "PostgreSQL")
         )
-        demo.step("Verifying memory injection...", bool(injected2) and uses_memory,
-                  "turn 2's reply draws on facts from turn 1")
+        demo.step(
+            "Verifying memory injection...",
+            bool(injected2) and uses_memory,
+            "turn 2's reply draws on facts from turn 1",
+        )
 
         before = [round(f.importance, 2) for f in await manager.facts(scope)]
         later = today() + timedelta(days=10)
         report = await manager.decay(scope, as_of=later)
         after = [round(f.importance, 2) for f in await manager.facts(scope, on=later)]
         expected = [round(b * settings.memory.decay_factor**10, 2) for b in before]
-        demo.step("Testing decay (as of 10 days later)...", after == expected and bool(before),
-                  f"Before: {before}", f"After:  {after}",
-                  f"purged {report['purged']}, {report['expiring_within_7_days']} expiring within 7 days")
+        demo.step(
+            "Testing decay (as of 10 days later)...",
+            after == expected and bool(before),
+            f"Before: {before}",
+            f"After:  {after}",
+            f"purged {report['purged']}, {report['expiring_within_7_days']} expiring within 7 days",
+        )
     finally:
         await manager.close()
     demo.step("Closing MemoryManager...", True, f"{time.perf_counter() - started:.1f} s in all")

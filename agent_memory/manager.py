@@ -255,9 +255,7 @@ class MemoryManager:
 
         use_settings(self.settings)
         filters: dict[str, Any] = {"scope": scope.as_dict()} if scope else {}
-        result: dict[str, Any] = await consolidation_flow(
-            ConsolidationParams(**filters, **params)
-        )
+        result: dict[str, Any] = await consolidation_flow(ConsolidationParams(**filters, **params))
         return result
 
     async def decay(

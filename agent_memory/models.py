@@ -35,7 +35,9 @@ def _check_part(name: str, value: object) -> str | None:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise InvalidScopeError(f"{name} is not valid Unicode text ({exc.reason}): {text!r:.80}") from None
+        raise InvalidScopeError(
+            f"{name} is not valid Unicode text ({exc.reason}): {text!r:.80}"
+        ) from None
     return text
 
 
@@ -66,11 +68,15 @@ class Scope:
     @property
     def label(self) -> str:
         """A short human label for run names and tables: ``user=alice agent=support``."""
-        parts = [f"{n.removesuffix('_id')}={v}" for n, v in zip(SCOPE_FIELDS, self.params) if v]
+        parts = [
+            f"{n.removesuffix('_id')}={v}"
+            for n, v in zip(SCOPE_FIELDS, self.params, strict=True)
+            if v
+        ]
         return " ".join(parts) if parts else "global"
 
     def as_dict(self) -> dict[str, str | None]:
-        return dict(zip(SCOPE_FIELDS, self.params))
+        return dict(zip(SCOPE_FIELDS, self.params, strict=True))
 
 
 class Fact(BaseModel):

@@ -6,7 +6,9 @@ import re
 from collections.abc import Iterable
 
 # user:password@ in URLs, password=... in key/value DSNs, and bearer / sk- style keys
-_URL_PASSWORD = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^:/@\s]*):(?P<pw>[^@\s]*)@", re.I)
+_URL_PASSWORD = re.compile(
+    r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^:/@\s]*):(?P<pw>[^@\s]*)@", re.I
+)
 _KV_PASSWORD = re.compile(r"(?P<key>password\s*=\s*)(?P<pw>'[^']*'|\S+)", re.I)
 _BEARER = re.compile(r"(?P<key>bearer\s+)(?P<tok>[A-Za-z0-9._~+/=-]{8,})", re.I)
 _API_KEY = re.compile(r"\b(sk|pk|rk|key)-[A-Za-z0-9_-]{6,}\b")

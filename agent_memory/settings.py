@@ -36,7 +36,9 @@ def default_data_dir() -> Path:
 class DatabaseSettings(BaseSettings):
     """Which PostgreSQL to use and how to pool connections to it."""
 
-    model_config = SettingsConfigDict(env_prefix="AGENT_MEMORY_DB_", env_file=".env", extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix="AGENT_MEMORY_DB_", env_file=".env", extra="ignore"
+    )
 
     url: SecretStr | None = Field(
         default=None,
@@ -60,7 +62,9 @@ class DatabaseSettings(BaseSettings):
 class LLMSettings(BaseSettings):
     """The model that extracts facts, reached through litellm. No model: the offline extractor."""
 
-    model_config = SettingsConfigDict(env_prefix="AGENT_MEMORY_LLM_", env_file=".env", extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix="AGENT_MEMORY_LLM_", env_file=".env", extra="ignore"
+    )
 
     model: str | None = Field(default=None, description="litellm model name, e.g. openai/gpt-4o")
     api_base: str | None = None
@@ -117,7 +121,9 @@ def use_settings(settings: Settings | None) -> None:
 class RetrySettings(BaseSettings):
     """Retry policy of the pipeline's tasks (read once, when ``tasks`` is imported)."""
 
-    model_config = SettingsConfigDict(env_prefix="AGENT_MEMORY_RETRY_", env_file=".env", extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix="AGENT_MEMORY_RETRY_", env_file=".env", extra="ignore"
+    )
 
     llm_attempts: int = Field(default=4, ge=0, le=20, description="retries after the first try")
     llm_backoff_s: float = Field(default=2.0, ge=0.0, le=600.0, description="first delay; doubles")

@@ -13,7 +13,7 @@ import logging
 from typing import Any
 
 from prefect import flow, get_run_logger, runtime
-from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.artifacts import acreate_markdown_artifact, acreate_table_artifact
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent_memory.consolidation import ScopeResult
@@ -75,7 +75,9 @@ async def _one_scope(
             try:
                 return await record_failure(pool, scope, job_id, exc, secrets, label)
             except Exception as again:  # the database itself is gone: report, do not hide
-                logging.getLogger(__name__).error("could not record failure of %s: %s", label, again)
+                logging.getLogger(__name__).error(
+                    "could not record failure of %s: %s", label, again
+                )
                 return ScopeResult(scope, "failed", job_id, error=f"{type(exc).__name__}: {exc}")
 
 
@@ -113,7 +115,9 @@ async def consolidation_flow(
         secrets.append(settings.db.url.get_secret_value())
     only = params.scope.to_scope() if params.scope else None
     concurrency = settings.llm.max_concurrency
-    async with open_pool(settings, max_size=min(settings.db.pool_max_size, concurrency + 1)) as pool:
+    async with open_pool(
+        settings, max_size=min(settings.db.pool_max_size, concurrency + 1)
+    ) as pool:
         scopes = await find_pending_scopes(pool, only, params.max_scopes)
         limit = asyncio.Semaphore(concurrency)
         results = list(
@@ -123,7 +127,7 @@ async def consolidation_flow(
         )
     results = [r for r in results if r.outcome != "empty"]
     summary = summarize(results, extractor.name)
-    await create_table_artifact(
+    await acreate_table_artifact(
         table=summary["results"] or [{"scope": "-", "outcome": "nothing pending"}],
         key=SUMMARY_KEY,
         description=(
@@ -138,9 +142,12 @@ async def consolidation_flow(
             for r in summary["results"]
             if r["outcome"] == "failed"
         )
-        await create_markdown_artifact(
-            markdown=f"## Failed scopes\n\nTheir episodes stay pending for the next run.\n\n{failed}",
+        await acreate_markdown_artifact(
+            markdown="## Failed scopes\n\nTheir episodes stay pending for the next run.\n\n"
+            + failed,
             key="memory-consolidation-failures",
         )
-        logger.error("%d scope(s) failed; see the job rows and the run's artifacts", summary["failed"])
+        logger.error(
+            "%d scope(s) failed; see the job rows and the run's artifacts", summary["failed"]
+        )
     return summary

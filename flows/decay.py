@@ -11,7 +11,7 @@ from datetime import date
 from typing import Any
 
 from prefect import flow, runtime
-from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.artifacts import acreate_markdown_artifact, acreate_table_artifact
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent_memory.db.pool import open_pool
@@ -28,8 +28,9 @@ class DecayParams(BaseModel):
 
     scope: ScopeParam | None = Field(default=None, description="one scope; None: all of them")
     as_of: date | None = Field(default=None, description="the day to decay to (UTC); default today")
-    purge_below: float | None = Field(default=None, gt=0.0, lt=1.0,
-                                      description="default: AGENT_MEMORY_PURGE_THRESHOLD")
+    purge_below: float | None = Field(
+        default=None, gt=0.0, lt=1.0, description="default: AGENT_MEMORY_PURGE_THRESHOLD"
+    )
     batch_size: int = Field(default=5_000, ge=1, le=1_000_000)
 
 
@@ -56,22 +57,22 @@ async def decay_flow(
         purged = await purge_faded_facts(pool, purge_below, as_of, scope, params.batch_size, label)
         report = await decay_analytics(pool, as_of, scope, factor, purge_below, purged, label)
         await record_decay_run(pool, report, scope)
-    await create_table_artifact(
+    await acreate_table_artifact(
         table=report.distribution or [{"importance": "-", "facts": 0}],
         key="memory-decay-distribution",
         description=f"Importance of {report.facts} fact(s) on {as_of}, after purging {purged}",
     )
-    await create_table_artifact(
+    await acreate_table_artifact(
         table=report.expiry or [{"within_days": "-", "expiring": 0, "remaining": 0}],
         key="memory-decay-expiry",
         description=f"Projected expiry (factor {factor}/day, purge below {purge_below})",
     )
-    await create_table_artifact(
+    await acreate_table_artifact(
         table=report.scopes or [{"scope": "-", "facts": 0}],
         key="memory-decay-scopes",
         description="Facts per scope (largest first)",
     )
-    await create_markdown_artifact(
+    await acreate_markdown_artifact(
         markdown=(
             f"## Decay on {as_of}\n\n- scope: {label}\n- purged: **{purged}**\n"
             f"- facts left: **{report.facts}**\n"

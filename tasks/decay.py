@@ -55,8 +55,9 @@ async def decay_analytics(
 ) -> analytics.DecayReport:
     async with pool.connection() as conn:
         frame = await analytics.load_frame(conn, scope)
-    return analytics.report(frame, as_of=as_of, factor=factor, purge_below=purge_below,
-                            purged=purged)
+    return analytics.report(
+        frame, as_of=as_of, factor=factor, purge_below=purge_below, purged=purged
+    )
 
 
 @task(name="record-decay-run", **STEP, **DB_RETRIES)
@@ -69,6 +70,12 @@ async def record_decay_run(
                    (as_of_day, user_id, agent_id, workflow_id, all_scopes, factor, purge_below,
                     facts_purged)
                VALUES (%s, %s, %s, %s, %s, %s, %s, %s)""",
-            (report.as_of, *(scope or Scope()).params, scope is None, report.factor,
-             report.purge_below, report.purged),
+            (
+                report.as_of,
+                *(scope or Scope()).params,
+                scope is None,
+                report.factor,
+                report.purge_below,
+                report.purged,
+            ),
         )

@@ -108,9 +108,13 @@ class FakeLLM:
                 if reply.body is not None:
                     body = reply.body.encode()
                 elif reply.status == 200:
-                    body = json.dumps(completion_json(reply.content, request.get("model", ""))).encode()
+                    body = json.dumps(
+                        completion_json(reply.content, request.get("model", ""))
+                    ).encode()
                 else:
-                    body = json.dumps({"error": {"message": reply.content, "type": "fake"}}).encode()
+                    body = json.dumps(
+                        {"error": {"message": reply.content, "type": "fake"}}
+                    ).encode()
                 try:
                     self.send_response(reply.status)
                     self.send_header("Content-Type", "application/json")

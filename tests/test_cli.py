@@ -24,12 +24,23 @@ def cli_env(database_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 @pytest.mark.slow
-def test_demo_passes_every_step_in_a_fresh_process(database_url: str, tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
-    env.update(DATABASE_URL=database_url, PREFECT_HOME=str(tmp_path / "prefect"))
+def test_demo_passes_every_step_on_the_embedded_default(tmp_path: Path) -> None:
+    """As a user runs it: no DATABASE_URL (embedded PostgreSQL), no PREFECT_API_URL (ephemeral)."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("PREFECT_API", "DATABASE_URL", "AGENT_MEMORY_"))
+    }
+    env.update(
+        AGENT_MEMORY_DB_DATA_DIR=str(tmp_path / "pgdata"), PREFECT_HOME=str(tmp_path / "prefect")
+    )
     result = subprocess.run(
         [sys.executable, "-m", "agent_memory.cli", "demo"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.count("✓ OK") == 8
@@ -37,6 +48,8 @@ def test_demo_passes_every_step_in_a_fresh_process(database_url: str, tmp_path: 
     assert "Injected facts: 0 (first turn, empty)" in result.stdout
     assert "Injected facts: 4 (memories from turn 1)" in result.stdout
     assert "Traceback" not in result.stderr
+    assert "database: embedded PostgreSQL" in result.stdout
+    assert (tmp_path / "pgdata" / "PG_VERSION").exists()
 
 
 def test_migrate_is_idempotent(cli_env: str) -> None:
@@ -51,7 +64,7 @@ def test_migrate_is_idempotent(cli_env: str) -> None:
 def test_consolidate_decay_and_stats(cli_env: str, db: psycopg.Connection[Any]) -> None:
     db.execute(
         "INSERT INTO agent_memory.episodes (user_id, messages, message_count) VALUES "
-        "('cli', '[{\"role\": \"user\", \"content\": \"I prefer green tea.\"}]', 1)"
+        '(\'cli\', \'[{"role": "user", "content": "I prefer green tea."}]\', 1)'
     )
     runner = CliRunner()
     result = runner.invoke(app, ["consolidate"])
@@ -76,10 +89,12 @@ def test_bad_input_is_a_clear_error_not_a_traceback(cli_env: str) -> None:
     assert "yesterday" in result.output
 
 
-def test_unreachable_database_names_it_without_the_password(monkeypatch: pytest.MonkeyPatch,
-                                                            tmp_path: Path) -> None:
-    monkeypatch.setenv("DATABASE_URL",
-                       f"postgresql://user:hunter2-secret@/nodb?host={tmp_path}&connect_timeout=2")
+def test_unreachable_database_names_it_without_the_password(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv(
+        "DATABASE_URL", f"postgresql://user:hunter2-secret@/nodb?host={tmp_path}&connect_timeout=2"
+    )
     result = CliRunner().invoke(app, ["migrate"])
     assert result.exit_code == 2
     assert "cannot reach the database" in result.output

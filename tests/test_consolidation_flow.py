@@ -16,8 +16,10 @@ from tests.fake_llm import FakeLLM, Reply
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
 TALK = [
-    {"role": "user", "content": "Hi! I'm a Python developer working on SAP integrations. "
-                                "I prefer async code."},
+    {
+        "role": "user",
+        "content": "Hi! I'm a Python developer working on SAP integrations. I prefer async code.",
+    },
     {"role": "assistant", "content": "Noted."},
 ]
 
@@ -31,8 +33,12 @@ def jobs(db: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
 
 
 def pending(db: psycopg.Connection[Any]) -> list[str | None]:
-    return [r[0] for r in db.execute(
-        "SELECT user_id FROM agent_memory.episodes WHERE NOT consolidated ORDER BY id").fetchall()]
+    return [
+        r[0]
+        for r in db.execute(
+            "SELECT user_id FROM agent_memory.episodes WHERE NOT consolidated ORDER BY id"
+        ).fetchall()
+    ]
 
 
 async def test_offline_consolidation_end_to_end(
@@ -128,8 +134,9 @@ async def test_llm_failure_leaves_failed_job_and_pending_episodes_while_others_c
     # transient: the first try and 2 retries (AGENT_MEMORY_RETRY_LLM_ATTEMPTS=2 in tests)
     doomed_calls = [r for r in fake_llm.requests if "doomed" in json.dumps(r["messages"])]
     assert len(doomed_calls) == 3
-    assert db.execute("SELECT count(*) FROM agent_memory.memory_items WHERE user_id = 'bad'"
-                      ).fetchone() == (0,)
+    assert db.execute(
+        "SELECT count(*) FROM agent_memory.memory_items WHERE user_id = 'bad'"
+    ).fetchone() == (0,)
 
 
 async def test_transient_fault_is_retried_then_succeeds(
@@ -146,7 +153,9 @@ async def test_transient_fault_is_retried_then_succeeds(
         summary = await manager.consolidate()
         assert summary["completed"] == 1
         assert fake_llm.calls == 3
-        assert (await manager.inject(Scope(user_id="retry"))).injected_facts == ["User is persistent."]
+        assert (await manager.inject(Scope(user_id="retry"))).injected_facts == [
+            "User is persistent."
+        ]
     finally:
         await manager.close()
 

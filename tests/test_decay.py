@@ -21,14 +21,20 @@ async def seed(manager: MemoryManager, scope: Scope, facts: list[tuple[str, floa
     pool = await manager._apool()
     async with pool.connection() as conn:
         for content, importance, age in facts:
-            await fact_repo.upsert(conn, scope, [Fact(content=content, importance=importance)],
-                                   datetime.now(UTC) - timedelta(days=age), None)
+            await fact_repo.upsert(
+                conn,
+                scope,
+                [Fact(content=content, importance=importance)],
+                datetime.now(UTC) - timedelta(days=age),
+                None,
+            )
 
 
 def snapshot(db: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
     return db.execute(
         "SELECT id, importance, importance_at, decay_rank, updated_at "
-        "FROM agent_memory.memory_items ORDER BY id").fetchall()
+        "FROM agent_memory.memory_items ORDER BY id"
+    ).fetchall()
 
 
 def test_seed_table() -> None:
@@ -45,8 +51,11 @@ async def test_decay_twice_in_a_day_changes_nothing_the_second_time(
     manager: MemoryManager, db: psycopg.Connection[Any]
 ) -> None:
     scope = Scope(user_id="fade")
-    await seed(manager, scope, [("fresh", 0.9, 0), ("old", 0.85, 56), ("edge", 0.85, 55),
-                                ("ancient", 0.99, 400)])
+    await seed(
+        manager,
+        scope,
+        [("fresh", 0.9, 0), ("old", 0.85, 56), ("edge", 0.85, 55), ("ancient", 0.99, 400)],
+    )
     first = await decay_flow(DecayParams())
     assert first["purged"] == 2  # 'old' (day 56) and 'ancient'
     assert [f.content for f in await manager.facts(scope)] == ["fresh", "edge"]
@@ -55,8 +64,9 @@ async def test_decay_twice_in_a_day_changes_nothing_the_second_time(
     assert second["purged"] == 0
     assert snapshot(db) == before  # not a single row rewritten
     assert second["facts"] == 2
-    assert db.execute("SELECT count(*), sum(facts_purged) FROM agent_memory.decay_runs"
-                      ).fetchone() == (2, 2)
+    assert db.execute(
+        "SELECT count(*), sum(facts_purged) FROM agent_memory.decay_runs"
+    ).fetchone() == (2, 2)
 
 
 @pytest.mark.usefixtures("prefect_harness")
@@ -86,9 +96,13 @@ async def test_decay_as_of_a_later_day_and_analytics(manager: MemoryManager) -> 
     expiry = {r["within_days"]: r["expiring"] for r in report["expiry"]}
     assert expiry[30] == 1  # f3: 0.18 -> below 0.05 in 25 more days
     assert report["scopes"] == [
-        {"scope": "user=future", "facts": 3, "mean_importance": pytest.approx(
-            (0.9 + 0.8 + 0.3) * 0.95**10 / 3, abs=1e-3), "expiring_7d": 0,
-         "next_expiry_days": days_to_purge(0.3 * 0.95**10, 0.95, 0.05)}
+        {
+            "scope": "user=future",
+            "facts": 3,
+            "mean_importance": pytest.approx((0.9 + 0.8 + 0.3) * 0.95**10 / 3, abs=1e-3),
+            "expiring_7d": 0,
+            "next_expiry_days": days_to_purge(0.3 * 0.95**10, 0.95, 0.05),
+        }
     ]
 
 

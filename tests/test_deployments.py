@@ -41,7 +41,7 @@ def test_entrypoints_load_and_accept_their_parameters(schedule: Any) -> None:
     given = schedule.parameters["params"]
     validated = flow.validate_parameters(schedule.parameters)["params"]
     assert validated.model_dump(include=set(given)) == given
-    with pytest.raises(Exception, match="max_scopes|batch_size"):
+    with pytest.raises(Exception, match=r"max_scopes|batch_size"):
         flow.validate_parameters({"params": {k: -1 for k in given}})
 
 

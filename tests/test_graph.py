@@ -10,7 +10,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.graph import END, START, StateGraph
 
-from agent_memory import MemoryManager, MemoryState, Scope
+from agent_memory import MemoryManager, MemoryState
 from agent_memory.settings import Settings
 
 

@@ -16,12 +16,18 @@ from agent_memory.errors import InvalidScopeError
 from agent_memory.models import Fact
 
 
-async def add_facts(manager: MemoryManager, scope: Scope, facts: list[tuple[str, float]],
-                    at: datetime | None = None) -> None:
+async def add_facts(
+    manager: MemoryManager, scope: Scope, facts: list[tuple[str, float]], at: datetime | None = None
+) -> None:
     pool = await manager._apool()
     async with pool.connection() as conn:
-        await fact_repo.upsert(conn, scope, [Fact(content=c, importance=i) for c, i in facts],
-                               at or datetime.now(UTC), None)
+        await fact_repo.upsert(
+            conn,
+            scope,
+            [Fact(content=c, importance=i) for c, i in facts],
+            at or datetime.now(UTC),
+            None,
+        )
 
 
 def test_migrations_are_recorded_and_safe_to_rerun(db: psycopg.Connection[Any]) -> None:
@@ -65,7 +71,9 @@ async def test_inject_sees_importance_decayed_by_elapsed_days(manager: MemoryMan
 
 async def test_same_fact_twice_is_one_row_reinforced(manager: MemoryManager) -> None:
     scope = Scope(user_id="dan")
-    await add_facts(manager, scope, [("User likes tea.", 0.5)], at=datetime.now(UTC) - timedelta(days=20))
+    await add_facts(
+        manager, scope, [("User likes tea.", 0.5)], at=datetime.now(UTC) - timedelta(days=20)
+    )
     await add_facts(manager, scope, [("user likes   TEA", 0.4)])
     items = await manager.facts(scope)
     assert len(items) == 1

@@ -22,7 +22,9 @@ CONVERSATION = [
     AIMessage(
         content="",
         id="ai-1",
-        tool_calls=[{"name": "weather", "args": {"city": "Paris"}, "id": "call-1", "type": "tool_call"}],
+        tool_calls=[
+            {"name": "weather", "args": {"city": "Paris"}, "id": "call-1", "type": "tool_call"}
+        ],
         additional_kwargs={"refusal": None},
         response_metadata={"model_name": "test", "finish_reason": "tool_calls"},
     ),
@@ -37,7 +39,13 @@ async def test_langchain_messages_round_trip(manager: MemoryManager) -> None:
     pool = await manager._apool()
     async with pool.connection() as conn:
         (episode,) = await episode_repo.by_scope(conn, scope)
-    assert [m["role"] for m in episode.messages] == ["system", "user", "assistant", "tool", "assistant"]
+    assert [m["role"] for m in episode.messages] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
     assert episode.messages[2]["tool_calls"][0]["args"] == {"city": "Paris"}
     assert to_langchain(episode.messages) == CONVERSATION
 
@@ -46,9 +54,13 @@ async def test_dict_messages_are_stored_as_given(manager: MemoryManager) -> None
     scope = Scope(user_id="dicts")
     given = [
         {"role": "user", "content": "hi", "id": "m1"},
-        {"role": "assistant", "content": None,
-         "tool_calls": [{"id": "c1", "type": "function",
-                         "function": {"name": "f", "arguments": "{}"}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+            ],
+        },
     ]
     await manager.record(scope, given)
     pool = await manager._apool()
@@ -82,8 +94,9 @@ async def test_ten_megabytes_is_refused_by_default_and_stored_when_allowed(
     assert count(db) == 0
     manager.settings.memory.max_episode_bytes = 16 * 1024 * 1024
     await manager.record(Scope(user_id="big"), big)
-    assert db.execute("SELECT length(messages->0->>'content') FROM agent_memory.episodes"
-                      ).fetchone() == (10 * 1024 * 1024,)
+    assert db.execute(
+        "SELECT length(messages->0->>'content') FROM agent_memory.episodes"
+    ).fetchone() == (10 * 1024 * 1024,)
 
 
 @pytest.mark.parametrize(
@@ -101,8 +114,9 @@ async def test_unstorable_messages_raise_clearly_and_write_nothing(
 ) -> None:
     ok = {"role": "assistant", "content": "fine"}
     with pytest.raises(InvalidMessageError, match=needle):
-        await manager.record(Scope(user_id="bad"), [ok, message] if isinstance(message, dict)
-                             else [message])
+        await manager.record(
+            Scope(user_id="bad"), [ok, message] if isinstance(message, dict) else [message]
+        )
     assert count(db) == 0
 
 
@@ -110,10 +124,12 @@ async def test_common_python_values_are_stored_as_json(
     manager: MemoryManager, db: psycopg.Connection[Any]
 ) -> None:
     when = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
-    await manager.record(Scope(user_id="py"), [{"role": "user", "content": "x", "at": when,
-                                                 "raw": b"\x01\x02"}])
-    assert db.execute("SELECT messages->0->>'at', messages->0->'raw' FROM agent_memory.episodes"
-                      ).fetchone() == ("2026-11-29T12:00:00+00:00", {"__bytes_b64__": "AQI="})
+    await manager.record(
+        Scope(user_id="py"), [{"role": "user", "content": "x", "at": when, "raw": b"\x01\x02"}]
+    )
+    assert db.execute(
+        "SELECT messages->0->>'at', messages->0->'raw' FROM agent_memory.episodes"
+    ).fetchone() == ("2026-11-29T12:00:00+00:00", {"__bytes_b64__": "AQI="})
 
 
 @pytest.mark.parametrize(
@@ -141,8 +157,12 @@ async def test_hostile_input_in_a_graph_errors_before_any_write(
     graph.add_edge("record_memory", END)
     app = graph.compile()
     with pytest.raises(InvalidMessageError):
-        await app.ainvoke({"user_id": "g", "messages": [HumanMessage("hi", additional_kwargs={
-            "handle": object()})]})
+        await app.ainvoke(
+            {
+                "user_id": "g",
+                "messages": [HumanMessage("hi", additional_kwargs={"handle": object()})],
+            }
+        )
     with pytest.raises(InvalidScopeError):
         await app.ainvoke({"user_id": "", "messages": [HumanMessage("hi")]})
     assert count(db) == 0

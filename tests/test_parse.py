@@ -54,11 +54,15 @@ def test_importance_repairs(raw: object, expected: float) -> None:
 
 
 def test_negative_importance_and_empty_content_are_dropped_with_a_note() -> None:
-    facts, repairs = parse_facts(json.dumps([
-        {"content": "User is gone.", "importance": -1},
-        {"content": "   ", "importance": 0.5},
-        {"content": "User stays.", "importance": 0.5},
-    ]))
+    facts, repairs = parse_facts(
+        json.dumps(
+            [
+                {"content": "User is gone.", "importance": -1},
+                {"content": "   ", "importance": 0.5},
+                {"content": "User stays.", "importance": 0.5},
+            ]
+        )
+    )
     assert [f.content for f in facts] == ["User stays."]
     assert any("importance" in r for r in repairs) and any("empty" in r for r in repairs)
 

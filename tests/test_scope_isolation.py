@@ -27,8 +27,11 @@ ORDER BY content
 part = st.one_of(
     st.none(),
     st.sampled_from(["a", "b", "a,b", "NULL", "'", "''", ",", "E'a'", "\\", "null"]),
-    st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
-            min_size=1, max_size=6),
+    st.text(
+        st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+        min_size=1,
+        max_size=6,
+    ),
 )
 scopes = st.lists(st.builds(Scope, part, part, part), min_size=1, max_size=12, unique=True)
 
@@ -40,7 +43,9 @@ def sync_manager(settings: Settings) -> Iterator[MemoryManager]:
     manager.close_sync()
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(scopes=scopes)
 def test_each_scope_sees_exactly_its_own_facts(
     sync_manager: MemoryManager, db: psycopg.Connection[Any], scopes: list[Scope]
@@ -49,9 +54,17 @@ def test_each_scope_sees_exactly_its_own_facts(
     now = datetime.now(UTC)
     with sync_manager._spool().connection() as conn:
         for i, scope in enumerate(scopes):
-            conn.execute(fact_repo.UPSERT, {
-                **scope.as_dict(), "content": f"fact-{i}", "content_hash": f"{i}".encode(),
-                "importance": 0.5, "at": now, "job_id": None})
+            conn.execute(
+                fact_repo.UPSERT,
+                {
+                    **scope.as_dict(),
+                    "content": f"fact-{i}",
+                    "content_hash": f"{i}".encode(),
+                    "importance": 0.5,
+                    "at": now,
+                    "job_id": None,
+                },
+            )
     for i, scope in enumerate(scopes):
         frame = sync_manager.inject_sync(scope)
         assert frame.injected_facts == [f"fact-{i}"], scope

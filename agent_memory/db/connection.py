@@ -43,7 +43,9 @@ class Database:
         return redact(self.dsn)
 
     def connect(self, **kwargs: Any) -> psycopg.Connection[Any]:
-        return psycopg.connect(self.dsn, connect_timeout=int(self.settings.connect_timeout), **kwargs)
+        return psycopg.connect(
+            self.dsn, connect_timeout=int(self.settings.connect_timeout), **kwargs
+        )
 
     async def aconnect(self, **kwargs: Any) -> psycopg.AsyncConnection[Any]:
         return await psycopg.AsyncConnection.connect(
@@ -109,7 +111,7 @@ def _start_embedded(data_dir: Path) -> Any:
         log.info("starting embedded PostgreSQL in %s", data_dir)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return pgserver.get_server(data_dir, cleanup_mode="stop")
+            return pgserver.get_server(data_dir, cleanup_mode="stop")  # type: ignore[attr-defined]
     except Exception as exc:
         raise DatabaseUnavailableError(
             f"could not start the embedded PostgreSQL in {data_dir}: {exc}. "

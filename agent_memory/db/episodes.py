@@ -9,9 +9,8 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
+from agent_memory.db.fragments import SCOPE_MATCH
 from agent_memory.models import Episode, Scope
-
-_SCOPE_MATCH = "scope_key = agent_memory.scope_key(%(user_id)s, %(agent_id)s, %(workflow_id)s)"
 
 INSERT = """
 INSERT INTO agent_memory.episodes
@@ -32,7 +31,7 @@ LIMIT %(limit)s
 LOAD_PENDING = f"""
 SELECT id, user_id, agent_id, workflow_id, messages, occurred_at, created_at, consolidated
 FROM agent_memory.episodes
-WHERE consolidated = false AND {_SCOPE_MATCH}
+WHERE consolidated = false AND {SCOPE_MATCH}
 ORDER BY occurred_at, id
 LIMIT %(limit)s
 """
@@ -47,7 +46,7 @@ WHERE id = ANY(%(ids)s) AND consolidated = false
 BY_SCOPE = f"""
 SELECT id, user_id, agent_id, workflow_id, messages, occurred_at, created_at, consolidated
 FROM agent_memory.episodes
-WHERE {_SCOPE_MATCH}
+WHERE {SCOPE_MATCH}
 ORDER BY occurred_at, id
 LIMIT %(limit)s
 """
@@ -106,7 +105,9 @@ async def load_pending(
     return await _episodes(conn, LOAD_PENDING, scope, limit)
 
 
-async def by_scope(conn: psycopg.AsyncConnection[Any], scope: Scope, limit: int = 10_000) -> list[Episode]:
+async def by_scope(
+    conn: psycopg.AsyncConnection[Any], scope: Scope, limit: int = 10_000
+) -> list[Episode]:
     """All of a scope's episodes, oldest first."""
     return await _episodes(conn, BY_SCOPE, scope, limit)
 

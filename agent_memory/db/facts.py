@@ -16,28 +16,26 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
+from agent_memory.db.fragments import LAMBDA, SCOPE_MATCH
 from agent_memory.decay import MIN_IMPORTANCE, day_index
 from agent_memory.models import Fact, MemoryItem, Scope
 
-_SCOPE_MATCH = "scope_key = agent_memory.scope_key(%(user_id)s, %(agent_id)s, %(workflow_id)s)"
-_LAM = "(SELECT -ln(factor) FROM agent_memory.decay_policy)"
-
 # The inject query: one index range scan on (scope_key, decay_rank DESC), no sort, no full scan.
 TOP = f"""
-SELECT id, content, exp(decay_rank - %(day)s * {_LAM}) AS importance
+SELECT id, content, exp(decay_rank - %(day)s * {LAMBDA}) AS importance
 FROM agent_memory.memory_items
-WHERE {_SCOPE_MATCH}
-  AND decay_rank >= ln(%(min_importance)s) + %(day)s * {_LAM}
+WHERE {SCOPE_MATCH}
+  AND decay_rank >= ln(%(min_importance)s) + %(day)s * {LAMBDA}
 ORDER BY decay_rank DESC
 LIMIT %(limit)s
 """
 
 ITEMS = f"""
 SELECT id, user_id, agent_id, workflow_id, content,
-       exp(decay_rank - %(day)s * {_LAM}) AS importance,
+       exp(decay_rank - %(day)s * {LAMBDA}) AS importance,
        importance AS base_importance, importance_at, created_at, updated_at
 FROM agent_memory.memory_items
-WHERE {_SCOPE_MATCH}
+WHERE {SCOPE_MATCH}
 ORDER BY decay_rank DESC
 LIMIT %(limit)s
 """
@@ -50,13 +48,13 @@ INSERT INTO agent_memory.memory_items AS m
      decay_rank, source_job_id)
 VALUES (%(user_id)s, %(agent_id)s, %(workflow_id)s, %(content)s, %(content_hash)s,
         %(importance)s, %(at)s,
-        ln(%(importance)s) + agent_memory.day_index(%(at)s) * {_LAM}, %(job_id)s)
+        ln(%(importance)s) + agent_memory.day_index(%(at)s) * {LAMBDA}, %(job_id)s)
 ON CONFLICT (scope_key, content_hash) DO UPDATE SET
     decay_rank    = greatest(m.decay_rank, EXCLUDED.decay_rank),
     importance_at = greatest(m.importance_at, EXCLUDED.importance_at),
     importance    = least(1.0, exp(greatest(m.decay_rank, EXCLUDED.decay_rank)
                         - agent_memory.day_index(greatest(m.importance_at, EXCLUDED.importance_at))
-                          * {_LAM})),
+                          * {LAMBDA})),
     content       = EXCLUDED.content,
     source_job_id = EXCLUDED.source_job_id,
     updated_at    = now()
@@ -67,8 +65,8 @@ RETURNING id, (xmax = 0) AS inserted
 PURGE_BATCH = f"""
 WITH doomed AS (
     SELECT id FROM agent_memory.memory_items
-    WHERE decay_rank < ln(%(purge_below)s) + %(day)s * {_LAM}
-      AND (%(all_scopes)s OR {_SCOPE_MATCH})
+    WHERE decay_rank < ln(%(purge_below)s) + %(day)s * {LAMBDA}
+      AND (%(all_scopes)s OR {SCOPE_MATCH})
     LIMIT %(batch)s
     FOR UPDATE SKIP LOCKED
 )
@@ -211,9 +209,9 @@ async def rebase(conn: psycopg.AsyncConnection[Any], factor: float, on: date) ->
         cur = await conn.execute(
             f"""
             UPDATE agent_memory.memory_items
-            SET importance = least(1.0, exp(decay_rank - %(day)s * {_LAM})),
+            SET importance = least(1.0, exp(decay_rank - %(day)s * {LAMBDA})),
                 importance_at = (%(on)s::date)::timestamp AT TIME ZONE 'UTC',
-                decay_rank = decay_rank - %(day)s * {_LAM} + %(day)s * -ln(%(factor)s)
+                decay_rank = decay_rank - %(day)s * {LAMBDA} + %(day)s * -ln(%(factor)s)
             """,
             {"day": day, "on": on, "factor": factor},
         )

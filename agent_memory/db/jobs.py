@@ -7,9 +7,9 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
+from agent_memory.db.fragments import SCOPE_MATCH
 from agent_memory.models import ConsolidationJob, JobStatus, Scope
 
-_SCOPE_MATCH = "scope_key = agent_memory.scope_key(%(user_id)s, %(agent_id)s, %(workflow_id)s)"
 _COLUMNS = """id, user_id, agent_id, workflow_id, status, episodes_processed, facts_created,
     content_checksum, extractor, flow_run_id, started_at, finished_at, error"""
 
@@ -22,7 +22,7 @@ RETURNING id
 
 LAST_COMPLETED_CHECKSUM = f"""
 SELECT content_checksum FROM agent_memory.consolidation_jobs
-WHERE {_SCOPE_MATCH} AND status = 'completed' AND content_checksum IS NOT NULL
+WHERE {SCOPE_MATCH} AND status = 'completed' AND content_checksum IS NOT NULL
 ORDER BY started_at DESC, id DESC
 LIMIT 1
 """

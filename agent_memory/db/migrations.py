@@ -63,7 +63,9 @@ def load_migrations(folder: Path | None = None) -> list[Migration]:
     return found
 
 
-def migrate(conn: psycopg.Connection[Any], *, migrations: list[Migration] | None = None) -> list[str]:
+def migrate(
+    conn: psycopg.Connection[Any], *, migrations: list[Migration] | None = None
+) -> list[str]:
     """Bring the schema up to date; returns the names of the migrations applied now."""
     migrations = migrations if migrations is not None else load_migrations()
     applied: list[str] = []
@@ -79,7 +81,8 @@ def migrate(conn: psycopg.Connection[Any], *, migrations: list[Migration] | None
                 with conn.transaction():
                     conn.execute(migration.sql.encode("utf-8"))
                     conn.execute(
-                        "INSERT INTO agent_memory.schema_migrations (version, name) VALUES (%s, %s)",
+                        "INSERT INTO agent_memory.schema_migrations (version, name)"
+                        " VALUES (%s, %s)",
                         (migration.version, migration.name),
                     )
                 applied.append(migration.name)
@@ -95,13 +98,16 @@ def current_version(conn: psycopg.Connection[Any]) -> int:
     ).fetchone()
     if not row or not row[0]:
         return 0
-    row = conn.execute("SELECT coalesce(max(version), 0) FROM agent_memory.schema_migrations").fetchone()
+    row = conn.execute(
+        "SELECT coalesce(max(version), 0) FROM agent_memory.schema_migrations"
+    ).fetchone()
     return int(row[0]) if row else 0
 
 
 def ensure_decay_policy(conn: psycopg.Connection[Any], factor: float) -> None:
     """Record the decay factor on first setup (a later change is applied by the decay flow)."""
     conn.execute(
-        "INSERT INTO agent_memory.decay_policy (id, factor) VALUES (true, %s) ON CONFLICT DO NOTHING",
+        "INSERT INTO agent_memory.decay_policy (id, factor) VALUES (true, %s)"
+        " ON CONFLICT DO NOTHING",
         (factor,),
     )

@@ -23,25 +23,60 @@ _GREETING = re.compile(r"^(?:hi|hello|hey|thanks|thank you|ok|okay)\b[\s!,.]*", 
 _RULES: list[tuple[re.Pattern[str], str, float]] = [
     (re.compile(r"^(?:I'?m|I am) (?P<x>(?:an?|the) .+)$", re.I), "User is {x}", 0.9),
     (re.compile(r"^(?:I|we) (?:prefer|like|love|enjoy) (?P<x>.+)$", re.I), "User prefers {x}", 0.8),
-    (re.compile(r"^(?:I|we) (?:hate|dislike|don'?t like|avoid) (?P<x>.+)$", re.I),
-     "User dislikes {x}", 0.75),
-    (re.compile(r"^(?:I'?m|we'?re|I am|we are) (?:using|running|on) (?P<x>.+)$", re.I),
-     "User uses {x}", 0.75),
-    (re.compile(r"^(?:I|we) (?:use|run|deploy on|work with) (?P<x>.+)$", re.I), "User uses {x}", 0.75),
-    (re.compile(r"^(?:I|we) (?:work|am working|are working) (?P<x>(?:at|for|on|in) .+)$", re.I),
-     "User works {x}", 0.8),
-    (re.compile(r"^(?:I'?m|I am|we'?re|we are) working (?P<x>(?:at|for|on|in) .+)$", re.I),
-     "User is working {x}", 0.8),
-    (re.compile(r"^(?:I'?m|I am) (?P<x>(?:based|located|from|living) .+)$", re.I),
-     "User is {x}", 0.6),
-    (re.compile(r"^(?:my|our) (?P<k>[\w\s-]{1,40}?) (?P<v>is|are) (?P<x>.+)$", re.I),
-     "User's {k} {v} {x}", 0.7),
-    (re.compile(r"^(?:my|our) (?P<x>.+ (?:keeps|kept|is|are) (?:failing|timing out|crashing|"
-                r"slow|broken|down).*)$", re.I), "User reported that their {x}", 0.7),
-    (re.compile(r"^(?:please )?(?:always )?(?P<x>(?:send|email|reply|contact|call) .+)$", re.I),
-     "User asked: {x}", 0.6),
-    (re.compile(r"^(?:I|we) (?:need|want|plan|am planning|are planning) to (?P<x>.+)$", re.I),
-     "User wants to {x}", 0.6),
+    (
+        re.compile(r"^(?:I|we) (?:hate|dislike|don'?t like|avoid) (?P<x>.+)$", re.I),
+        "User dislikes {x}",
+        0.75,
+    ),
+    (
+        re.compile(r"^(?:I'?m|we'?re|I am|we are) (?:using|running|on) (?P<x>.+)$", re.I),
+        "User uses {x}",
+        0.75,
+    ),
+    (
+        re.compile(r"^(?:I|we) (?:use|run|deploy on|work with) (?P<x>.+)$", re.I),
+        "User uses {x}",
+        0.75,
+    ),
+    (
+        re.compile(r"^(?:I|we) (?:work|am working|are working) (?P<x>(?:at|for|on|in) .+)$", re.I),
+        "User works {x}",
+        0.8,
+    ),
+    (
+        re.compile(r"^(?:I'?m|I am|we'?re|we are) working (?P<x>(?:at|for|on|in) .+)$", re.I),
+        "User is working {x}",
+        0.8,
+    ),
+    (
+        re.compile(r"^(?:I'?m|I am) (?P<x>(?:based|located|from|living) .+)$", re.I),
+        "User is {x}",
+        0.6,
+    ),
+    (
+        re.compile(r"^(?:my|our) (?P<k>[\w\s-]{1,40}?) (?P<v>is|are) (?P<x>.+)$", re.I),
+        "User's {k} {v} {x}",
+        0.7,
+    ),
+    (
+        re.compile(
+            r"^(?:my|our) (?P<x>.+ (?:keeps|kept|is|are) (?:failing|timing out|crashing|"
+            r"slow|broken|down).*)$",
+            re.I,
+        ),
+        "User reported that their {x}",
+        0.7,
+    ),
+    (
+        re.compile(r"^(?:please )?(?:always )?(?P<x>(?:send|email|reply|contact|call) .+)$", re.I),
+        "User asked: {x}",
+        0.6,
+    ),
+    (
+        re.compile(r"^(?:I|we) (?:need|want|plan|am planning|are planning) to (?P<x>.+)$", re.I),
+        "User wants to {x}",
+        0.6,
+    ),
 ]
 
 _PRONOUNS = [
@@ -72,8 +107,9 @@ def facts_from_text(text: str) -> list[Fact]:
             if match:
                 parts = {k: _third_person(v.strip()) for k, v in match.groupdict().items()}
                 content = template.format(**parts).strip()
-                facts.append(Fact(content=content[0].upper() + content[1:] + ".",
-                                  importance=importance))
+                facts.append(
+                    Fact(content=content[0].upper() + content[1:] + ".", importance=importance)
+                )
                 break
     return facts
 

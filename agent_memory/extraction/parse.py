@@ -25,8 +25,16 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _CONTENT_KEYS = ("content", "fact", "text", "memory", "statement")
 _IMPORTANCE_KEYS = ("importance", "score", "weight", "priority")
 _LIST_KEYS = ("facts", "memories", "items", "results", "data")
-_WORDS = {"critical": 0.95, "very high": 0.9, "high": 0.8, "medium": 0.5, "moderate": 0.5,
-          "low": 0.2, "very low": 0.1, "none": 0.0}
+_WORDS = {
+    "critical": 0.95,
+    "very high": 0.9,
+    "high": 0.8,
+    "medium": 0.5,
+    "moderate": 0.5,
+    "low": 0.2,
+    "very low": 0.1,
+    "none": 0.0,
+}
 
 
 def _excerpt(text: str, limit: int = 120) -> str:

@@ -1,0 +1,1 @@
+"""Benchmarks: one command, JSON figures, each a ratio to a reference measured in the same run."""
