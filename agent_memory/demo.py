@@ -10,7 +10,6 @@ from datetime import timedelta
 from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage
-from langgraph.graph import END, START, StateGraph
 from rich.console import Console
 
 from agent_memory.decay import today
@@ -100,14 +99,7 @@ async def run(console: Console, settings: Settings) -> int:
     demo.step("Starting MemoryManager...", True, f"database: {where}")
     try:
         agent: Any = _rule_agent if settings.llm.offline else _llm_agent(settings)
-        graph = StateGraph(MemoryState)
-        graph.add_node("inject_memory", manager.inject_node)
-        graph.add_node("agent", agent)
-        graph.add_node("record_memory", manager.record_node)
-        graph.add_edge(START, "inject_memory")
-        graph.add_edge("inject_memory", "agent")
-        graph.add_edge("agent", "record_memory")
-        graph.add_edge("record_memory", END)
+        graph = manager.graph(agent)
         app = graph.compile()
         demo.step("Building mini LangGraph...", True, "inject_memory → agent → record_memory → END")
 

@@ -100,6 +100,12 @@ class MemoryManager:
             setup_schema(database, settings.memory.decay_factor)
         return cls(settings, database)
 
+    def graph(self, agent: Any, state_schema: Any = None) -> Any:
+        """A ``StateGraph`` wiring ``inject_memory -> agent -> record_memory`` (uncompiled)."""
+        from agent_memory.graph.nodes import MemoryState, memory_graph
+
+        return memory_graph(self.inject_node, agent, self.record_node, state_schema or MemoryState)
+
     async def close(self) -> None:
         """Close the connection pools. The manager cannot be used afterwards."""
         self._closed = True

@@ -8,9 +8,8 @@ from typing import Any
 import psycopg
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
-from langgraph.graph import END, START, StateGraph
 
-from agent_memory import MemoryManager, MemoryState
+from agent_memory import MemoryManager
 from agent_memory.settings import Settings
 
 
@@ -22,15 +21,7 @@ def agent(state: dict[str, Any]) -> dict[str, Any]:
 
 
 def build(manager: MemoryManager) -> Any:
-    graph = StateGraph(MemoryState)
-    graph.add_node("inject_memory", manager.inject_node)
-    graph.add_node("agent", agent)
-    graph.add_node("record_memory", manager.record_node)
-    graph.add_edge(START, "inject_memory")
-    graph.add_edge("inject_memory", "agent")
-    graph.add_edge("agent", "record_memory")
-    graph.add_edge("record_memory", END)
-    return graph.compile()
+    return manager.graph(agent).compile()
 
 
 @pytest.mark.usefixtures("prefect_harness")

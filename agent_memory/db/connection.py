@@ -52,30 +52,25 @@ class Database:
             self.dsn, connect_timeout=int(self.settings.connect_timeout), **kwargs
         )
 
+    def _pool_args(self, max_size: int | None) -> dict[str, Any]:
+        size = max_size or self.settings.pool_max_size
+        return {
+            "conninfo": self.dsn,
+            "min_size": min(self.settings.pool_min_size, size),
+            "max_size": size,
+            "open": False,
+            "timeout": self.settings.connect_timeout,
+            # autocommit: a repository opens a transaction only where it needs one
+            "kwargs": {"autocommit": True},
+        }
+
     def async_pool(self, *, max_size: int | None = None) -> AsyncConnectionPool:
         """An unopened async pool (open it with ``await pool.open()`` in the loop that uses it)."""
-        size = max_size or self.settings.pool_max_size
-        return AsyncConnectionPool(
-            self.dsn,
-            min_size=min(self.settings.pool_min_size, size),
-            max_size=size,
-            open=False,
-            timeout=self.settings.connect_timeout,
-            kwargs={"autocommit": True},
-            name="agent-memory",
-        )
+        return AsyncConnectionPool(**self._pool_args(max_size), name="agent-memory")
 
     def sync_pool(self, *, max_size: int | None = None) -> ConnectionPool:
-        size = max_size or self.settings.pool_max_size
-        return ConnectionPool(
-            self.dsn,
-            min_size=min(self.settings.pool_min_size, size),
-            max_size=size,
-            open=False,
-            timeout=self.settings.connect_timeout,
-            kwargs={"autocommit": True},
-            name="agent-memory-sync",
-        )
+        """An unopened pool for sync callers."""
+        return ConnectionPool(**self._pool_args(max_size), name="agent-memory-sync")
 
 
 def resolve(settings: DatabaseSettings) -> Database:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.graph import MessagesState
+from langgraph.graph import END, START, MessagesState, StateGraph
 
 from agent_memory.models import SCOPE_FIELDS, Scope
 
@@ -43,3 +43,23 @@ def latest_messages(state: Mapping[str, Any]) -> list[Any]:
             f"state['messages'] is a {type(messages).__name__}, expected a list of messages"
         )
     return list(messages)
+
+
+def memory_graph(
+    inject_node: Any, agent: Any, record_node: Any, state_schema: Any = MemoryState
+) -> StateGraph[Any]:
+    """The seed's wiring, uncompiled: ``inject_memory -> agent -> record_memory -> END``.
+
+    Example::
+
+        app = memory_graph(manager.inject_node, my_agent, manager.record_node).compile()
+    """
+    graph: StateGraph[Any] = StateGraph(state_schema)
+    graph.add_node("inject_memory", inject_node)
+    graph.add_node("agent", agent)
+    graph.add_node("record_memory", record_node)
+    graph.add_edge(START, "inject_memory")
+    graph.add_edge("inject_memory", "agent")
+    graph.add_edge("agent", "record_memory")
+    graph.add_edge("record_memory", END)
+    return graph
