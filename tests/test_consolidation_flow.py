@@ -207,3 +207,38 @@ async def test_secrets_stay_out_of_job_rows_and_logs(
     out, err = capfd.readouterr()
     assert secret not in out + err + caplog.text
     assert fake_llm.requests[0]["_authorization"] == f"Bearer {secret}"  # it was really sent
+
+
+async def test_dsn_password_and_api_key_stay_out_of_rows_logs_and_artifacts(
+    llm_settings: Settings,
+    fake_llm: FakeLLM,
+    db: psycopg.Connection[Any],
+    capfd: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from prefect.artifacts import Artifact
+
+    from agent_memory.settings import DatabaseSettings, use_settings
+
+    # the embedded server trusts local connections, so a password in the DSN is accepted
+    password = "dsn-PASSWORD-77"
+    url = llm_settings.db.url.get_secret_value()  # type: ignore[union-attr]
+    with_password = url.replace("user=postgres", f"user=postgres password={password}")
+    assert password in with_password
+    settings = llm_settings.model_copy(update={"db": DatabaseSettings(url=with_password)})
+    use_settings(settings)
+    fake_llm.reply_with(Reply(f"bad request from {with_password}", status=400))
+    manager = await MemoryManager.create(settings=settings, migrate=False)
+    try:
+        await manager.record(Scope(user_id="pw"), TALK)
+        summary = await manager.consolidate()
+    finally:
+        await manager.close()
+    assert summary["failed"] == 1
+    error = jobs(db)[0][6]
+    assert "BadRequestError" in error and password not in error
+    artifact = await Artifact.aget("memory-consolidation-failures")
+    assert artifact is not None and "BadRequestError" in str(artifact.data)
+    assert password not in str(artifact.data) + json.dumps(summary)
+    out, err = capfd.readouterr()
+    assert password not in out + err + caplog.text
