@@ -4,28 +4,82 @@ The Prefect tasks in ``tasks/`` wrap these one to one (adding retries, names and
 flow in ``flows/consolidation.py`` puts them in order. Kept here so the logic is testable and
 importable without Prefect.
 
-Guarantees: the LLM is called outside any database transaction; a scope's writes (facts, episode
-marks, job status) commit in one transaction under a per-scope advisory lock, and only episodes
-still pending are marked, so two overlapping runs never consolidate an episode twice.
+Guarantees:
+
+* one run per scope at a time: a run *claims* a scope with a session advisory lock held on its
+  own connection (:class:`ScopeClaims`). Another run skips the scope (``busy``). If the owner
+  dies, PostgreSQL drops its lock with its connection, and the next run takes the scope over,
+  failing the job the dead run left ``running`` (no timeout to wait for);
+* the LLM is called outside any database transaction, and its answer is cached by checksum,
+  extractor and prompt version before anything else is written, so a retry or a rerun after a
+  crash never pays for the same content twice;
+* a scope's writes (facts with their sources, episode marks, job status and cost) commit in one
+  transaction, and only episodes still pending are marked: an episode is consolidated once.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+import psycopg
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from agent_memory.db import episodes as episode_repo
 from agent_memory.db import facts as fact_repo
 from agent_memory.db import jobs as job_repo
-from agent_memory.extraction.base import Extraction, Extractor, checksum
+from agent_memory.db.connection import Database
+from agent_memory.extraction.base import Extraction, Extractor, Usage, checksum
 from agent_memory.models import Episode, Fact, Scope
 from agent_memory.redact import redact
 
-Outcome = Literal["completed", "skipped", "failed", "empty"]
+Outcome = Literal["completed", "skipped", "failed", "busy", "empty"]
+
+FAULT_ENV = "AGENT_MEMORY_FAULT_KILL_AT"
+FAULT_POINTS = ("after_load", "after_llm", "in_write", "after_commit")
+
+
+def fault_point(name: str) -> None:
+    """Crash testing: with AGENT_MEMORY_FAULT_KILL_AT=<name>, the process dies here by SIGKILL.
+
+    The tests use it to prove exactly-once at each step boundary; unset, it does nothing.
+    """
+    if os.environ.get(FAULT_ENV) == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+_CLAIM_KEY = "hashtextextended(agent_memory.scope_key(%s, %s, %s), 7103)"
+
+
+class ScopeClaims:
+    """One run's claims on scopes: session advisory locks on a connection of its own.
+
+    The connection lives as long as the run, so the locks disappear exactly when the run does
+    (finished, crashed or killed), which is how a later run knows a 'running' job is dead.
+    """
+
+    def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        self.conn = conn
+
+    @classmethod
+    async def open(cls, database: Database) -> ScopeClaims:
+        return cls(await database.aconnect(autocommit=True))
+
+    async def claim(self, scope: Scope) -> bool:
+        """True if this run now owns the scope; False if a live run does."""
+        cur = await self.conn.execute(f"SELECT pg_try_advisory_lock({_CLAIM_KEY})", scope.params)
+        row = await cur.fetchone()
+        return bool(row and row[0])
+
+    async def release(self, scope: Scope) -> None:
+        await self.conn.execute(f"SELECT pg_advisory_unlock({_CLAIM_KEY})", scope.params)
+
+    async def close(self) -> None:
+        await self.conn.close()
 
 
 @dataclass
@@ -64,6 +118,8 @@ class ScopeResult:
     repairs: list[str] = field(default_factory=list)
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    llm_calls: int = 0
+    cost_usd: float | None = None
 
     def row(self) -> dict[str, Any]:
         return {
@@ -74,6 +130,10 @@ class ScopeResult:
             "facts_created": self.facts_created,
             "facts_reinforced": self.facts_reinforced,
             "extractor": self.extractor or "",
+            "llm_calls": self.llm_calls,
+            "tokens_in": self.prompt_tokens,
+            "tokens_out": self.completion_tokens,
+            "cost_usd": self.cost_usd,
             "error": self.error or "",
         }
 
@@ -93,14 +153,25 @@ async def load_batch(
     flow_run_id: str | None,
     max_episodes: int,
 ) -> ScopeBatch | None:
-    """Load the scope's pending episodes, checksum them and open a job row for them."""
-    async with pool.connection() as conn:
+    """Load the scope's pending episodes, checksum them and open a job row for them.
+
+    Call only while holding the scope's claim: a job still 'running' then belongs to a run that
+    died, and is failed here (taken over) in the same transaction that opens the new job.
+    """
+    async with pool.connection() as conn, conn.transaction():
         pending = await episode_repo.load_pending(conn, scope, limit=max_episodes)
+        await job_repo.abandon_running(
+            conn,
+            scope,
+            "abandoned: its run stopped (process died or lost its database connection) "
+            f"and run {flow_run_id} took the scope over",
+        )
         if not pending:
             return None
         digest = checksum(pending)
         last = await job_repo.last_completed_checksum(conn, scope)
         job_id = await job_repo.start(conn, scope, extractor.name, flow_run_id)
+    fault_point("after_load")
     return ScopeBatch(scope, pending, digest, job_id, seen_before=(last == digest))
 
 
@@ -148,28 +219,23 @@ async def extract(pool: AsyncConnectionPool, batch: ScopeBatch, extractor: Extra
         return cached
     extraction = await extractor.extract(batch.episodes)
     await store_extraction(pool, batch.checksum, extractor, extraction)
+    fault_point("after_llm")
     return extraction
-
-
-async def _lock_scope(conn: Any, scope: Scope) -> None:
-    await conn.execute(
-        "SELECT pg_advisory_xact_lock(hashtextextended(agent_memory.scope_key(%s, %s, %s), 7103))",
-        scope.params,
-    )
 
 
 async def write(
     pool: AsyncConnectionPool, batch: ScopeBatch, extraction: Extraction | None
 ) -> ScopeResult:
-    """Upsert facts, mark episodes and finish the job, in one transaction.
+    """Upsert facts (with their source episodes), mark episodes and finish the job, in one
+    transaction.
 
     ``extraction`` is None for a batch whose content was already consolidated (checksum seen):
     its episodes are marked and the job is ``skipped``. If another run marked any of these
     episodes meanwhile, nothing is written and the job is ``skipped`` too.
     """
     scope = batch.scope
+    usage = extraction.usage if extraction and not extraction.cached else Usage()
     async with pool.connection() as conn, conn.transaction():
-        await _lock_scope(conn, scope)
         marked = await episode_repo.mark_consolidated(conn, batch.episode_ids, batch.job_id)
         if marked != len(batch.episodes):
             raise _Overlap(marked)
@@ -177,7 +243,7 @@ async def write(
         status: Literal["completed", "skipped"] = "skipped"
         if extraction is not None:
             created, reinforced = await fact_repo.upsert(
-                conn, scope, extraction.facts, batch.occurred_at, batch.job_id
+                conn, scope, extraction.facts, batch.occurred_at, batch.job_id, batch.episode_ids
             )
             status = "completed"
         await job_repo.finish(
@@ -187,7 +253,11 @@ async def write(
             episodes=len(batch.episodes),
             facts=created,
             checksum=batch.checksum,
+            usage=usage,
+            model=extraction.extractor if extraction else None,
         )
+        fault_point("in_write")
+    fault_point("after_commit")
     return ScopeResult(
         scope=scope,
         outcome=status,
@@ -198,8 +268,10 @@ async def write(
         extractor=extraction.extractor if extraction else None,
         cached=bool(extraction and extraction.cached),
         repairs=extraction.repairs if extraction else [],
-        prompt_tokens=extraction.usage.prompt_tokens if extraction else 0,
-        completion_tokens=extraction.usage.completion_tokens if extraction else 0,
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        llm_calls=usage.calls,
+        cost_usd=usage.cost_usd,
     )
 
 

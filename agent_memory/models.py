@@ -137,6 +137,12 @@ class ConsolidationJob(BaseModel):
     started_at: datetime
     finished_at: datetime | None
     error: str | None
+    model: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    llm_calls: int = 0
+    latency_ms: int = 0
+    cost_usd: float | None = None
 
 
 class WorkingMemoryFrame(BaseModel):

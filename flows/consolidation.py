@@ -9,6 +9,7 @@ the run.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from typing import Any
 
@@ -16,10 +17,12 @@ from prefect import flow, get_run_logger, runtime
 from prefect.artifacts import acreate_markdown_artifact, acreate_table_artifact
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent_memory.consolidation import ScopeResult
+from agent_memory.consolidation import ScopeClaims, ScopeResult
+from agent_memory.db.connection import resolve
 from agent_memory.db.pool import open_pool
 from agent_memory.extraction import OfflineExtractor, build_extractor
 from agent_memory.models import Scope
+from agent_memory.redact import redact
 from agent_memory.settings import get_settings
 from flows.params import ScopeParam
 from tasks.consolidation import (
@@ -51,6 +54,7 @@ def _run_name() -> str:
 
 async def _one_scope(
     pool: Any,
+    claims: ScopeClaims,
     scope: Scope,
     extractor: Any,
     limit: asyncio.Semaphore,
@@ -60,6 +64,8 @@ async def _one_scope(
     label = scope.label
     job_id: int | None = None
     async with limit:
+        if not await claims.claim(scope):  # a live run is consolidating this scope right now
+            return ScopeResult(scope, "busy")
         try:
             batch = await load_scope_batch(
                 pool, scope, extractor, runtime.flow_run.id, params.max_episodes_per_scope, label
@@ -78,11 +84,15 @@ async def _one_scope(
                 logging.getLogger(__name__).error(
                     "could not record failure of %s: %s", label, again
                 )
-                return ScopeResult(scope, "failed", job_id, error=f"{type(exc).__name__}: {exc}")
+                return ScopeResult(scope, "failed", job_id, error=redact(str(exc), secrets))
+        finally:
+            with contextlib.suppress(Exception):  # a dead connection has dropped the lock anyway
+                await claims.release(scope)
 
 
 def summarize(results: list[ScopeResult], extractor: str) -> dict[str, Any]:
-    counts = {o: sum(r.outcome == o for r in results) for o in ("completed", "skipped", "failed")}
+    outcomes = ("completed", "skipped", "failed", "busy")
+    counts = {o: sum(r.outcome == o for r in results) for o in outcomes}
     return {
         "extractor": extractor,
         "scopes": len(results),
@@ -90,8 +100,12 @@ def summarize(results: list[ScopeResult], extractor: str) -> dict[str, Any]:
         "episodes": sum(r.episodes for r in results),
         "facts_created": sum(r.facts_created for r in results),
         "facts_reinforced": sum(r.facts_reinforced for r in results),
+        "llm_calls": sum(r.llm_calls for r in results),
         "prompt_tokens": sum(r.prompt_tokens for r in results),
         "completion_tokens": sum(r.completion_tokens for r in results),
+        "cost_usd": sum(r.cost_usd for r in results if r.cost_usd is not None)
+        if any(r.cost_usd is not None for r in results)
+        else None,
         "results": [r.row() for r in results],
     }
 
@@ -120,11 +134,18 @@ async def consolidation_flow(
     ) as pool:
         scopes = await find_pending_scopes(pool, only, params.max_scopes)
         limit = asyncio.Semaphore(concurrency)
-        results = list(
-            await asyncio.gather(
-                *(_one_scope(pool, s, extractor, limit, params, secrets) for s in scopes)
+        claims = await ScopeClaims.open(resolve(settings.db))
+        try:
+            results = list(
+                await asyncio.gather(
+                    *(
+                        _one_scope(pool, claims, s, extractor, limit, params, secrets)
+                        for s in scopes
+                    )
+                )
             )
-        )
+        finally:
+            await claims.close()
     results = [r for r in results if r.outcome != "empty"]
     summary = summarize(results, extractor.name)
     await acreate_table_artifact(
@@ -132,8 +153,10 @@ async def consolidation_flow(
         key=SUMMARY_KEY,
         description=(
             f"{summary['scopes']} scope(s): {summary['completed']} completed, "
-            f"{summary['skipped']} skipped, {summary['failed']} failed; "
-            f"{summary['facts_created']} new fact(s), extractor {extractor.name}"
+            f"{summary['skipped']} skipped, {summary['failed']} failed, {summary['busy']} busy; "
+            f"{summary['facts_created']} new fact(s), extractor {extractor.name}; "
+            f"{summary['llm_calls']} LLM call(s), {summary['prompt_tokens']} tokens in, "
+            f"{summary['completion_tokens']} out"
         ),
     )
     if summary["failed"]:

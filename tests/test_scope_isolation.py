@@ -50,7 +50,7 @@ def sync_manager(settings: Settings) -> Iterator[MemoryManager]:
 def test_each_scope_sees_exactly_its_own_facts(
     sync_manager: MemoryManager, db: psycopg.Connection[Any], scopes: list[Scope]
 ) -> None:
-    db.execute("TRUNCATE agent_memory.memory_items")
+    db.execute("TRUNCATE agent_memory.memory_items CASCADE")
     now = datetime.now(UTC)
     with sync_manager._spool().connection() as conn:
         for i, scope in enumerate(scopes):

@@ -125,8 +125,12 @@ async def upsert(
     facts: Sequence[Fact],
     at: datetime,
     job_id: int | None,
+    sources: Sequence[int] = (),
 ) -> tuple[int, int]:
-    """Insert new facts and reinforce known ones; returns (created, reinforced)."""
+    """Insert new facts and reinforce known ones; returns (created, reinforced).
+
+    ``sources`` are the ids of the episodes the facts came from (provenance).
+    """
     if not facts:
         return 0, 0
     params = [
@@ -140,19 +144,63 @@ async def upsert(
         }
         for fact in _dedupe(facts)
     ]
+    ids: list[int] = []
     created = reinforced = 0
     async with conn.cursor() as cur:
         await cur.executemany(UPSERT, params, returning=True)
         while True:
             row = await cur.fetchone()
             if row is not None:
+                ids.append(int(row[0]))
                 if row[1]:
                     created += 1
                 else:
                     reinforced += 1
             if not cur.nextset():
                 break
+    if sources:
+        await conn.execute(
+            SOURCES, {"fact_ids": ids, "episode_ids": list(sources), "job_id": job_id}
+        )
     return created, reinforced
+
+
+SOURCES = """
+INSERT INTO agent_memory.fact_sources (fact_id, episode_id, job_id)
+SELECT f, e, %(job_id)s
+FROM unnest(%(fact_ids)s::bigint[]) AS f, unnest(%(episode_ids)s::bigint[]) AS e
+ON CONFLICT DO NOTHING
+"""
+
+EXPLAIN = """
+SELECT e.id, e.occurred_at, e.messages, s.job_id
+FROM agent_memory.fact_sources s
+JOIN agent_memory.episodes e ON e.id = s.episode_id
+WHERE s.fact_id = %s
+ORDER BY e.occurred_at, e.id
+"""
+
+
+async def get(conn: psycopg.AsyncConnection[Any], fact_id: int, on: date) -> MemoryItem | None:
+    """One fact by id, with its current importance."""
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(
+            f"""SELECT id, user_id, agent_id, workflow_id, content,
+                       exp(decay_rank - %(day)s * {LAMBDA}) AS importance,
+                       importance AS base_importance, importance_at, created_at, updated_at
+                FROM agent_memory.memory_items WHERE id = %(id)s""",
+            {"id": fact_id, "day": day_index(on)},
+        )
+        row = await cur.fetchone()
+    return MemoryItem.model_validate(row) if row else None
+
+
+async def sources(
+    conn: psycopg.AsyncConnection[Any], fact_id: int
+) -> list[tuple[int, datetime, list[dict[str, Any]], int | None]]:
+    """The episodes a fact came from: (episode id, when it happened, messages, job id)."""
+    cur = await conn.execute(EXPLAIN, (fact_id,))
+    return [(int(r[0]), r[1], r[2], r[3]) for r in await cur.fetchall()]
 
 
 def _dedupe(facts: Sequence[Fact]) -> list[Fact]:

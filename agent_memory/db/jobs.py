@@ -8,10 +8,12 @@ import psycopg
 from psycopg.rows import dict_row
 
 from agent_memory.db.fragments import SCOPE_MATCH
+from agent_memory.extraction.base import Usage
 from agent_memory.models import ConsolidationJob, JobStatus, Scope
 
 _COLUMNS = """id, user_id, agent_id, workflow_id, status, episodes_processed, facts_created,
-    content_checksum, extractor, flow_run_id, started_at, finished_at, error"""
+    content_checksum, extractor, flow_run_id, started_at, finished_at, error, model,
+    prompt_tokens, completion_tokens, llm_calls, latency_ms, cost_usd"""
 
 START = """
 INSERT INTO agent_memory.consolidation_jobs
@@ -30,8 +32,18 @@ LIMIT 1
 FINISH = """
 UPDATE agent_memory.consolidation_jobs
 SET status = %(status)s, episodes_processed = %(episodes)s, facts_created = %(facts)s,
-    content_checksum = %(checksum)s, finished_at = now(), error = %(error)s
+    content_checksum = %(checksum)s, finished_at = now(), error = %(error)s,
+    model = %(model)s, prompt_tokens = %(prompt_tokens)s, completion_tokens = %(completion_tokens)s,
+    llm_calls = %(llm_calls)s, latency_ms = %(latency_ms)s, cost_usd = %(cost_usd)s
 WHERE id = %(job_id)s
+"""
+
+# Called by the run that holds the scope's claim: any job still 'running' lost its owner.
+ABANDON = f"""
+UPDATE agent_memory.consolidation_jobs
+SET status = 'failed', finished_at = now(), error = %(error)s
+WHERE {SCOPE_MATCH} AND status = 'running'
+RETURNING id
 """
 
 LIST = f"""
@@ -70,8 +82,11 @@ async def finish(
     facts: int = 0,
     checksum: str | None = None,
     error: str | None = None,
+    usage: Usage | None = None,
+    model: str | None = None,
 ) -> None:
-    """Record a job's outcome. The caller has already redacted ``error``."""
+    """Record a job's outcome and cost. The caller has already redacted ``error``."""
+    usage = usage or Usage()
     await conn.execute(
         FINISH,
         {
@@ -81,8 +96,22 @@ async def finish(
             "facts": facts,
             "checksum": checksum,
             "error": error[:MAX_ERROR_CHARS] if error else None,
+            "model": model,
+            "prompt_tokens": usage.prompt_tokens,
+            "completion_tokens": usage.completion_tokens,
+            "llm_calls": usage.calls,
+            "latency_ms": round(usage.latency_s * 1000),
+            "cost_usd": usage.cost_usd,
         },
     )
+
+
+async def abandon_running(
+    conn: psycopg.AsyncConnection[Any], scope: Scope, takeover: str
+) -> list[int]:
+    """Fail the scope's jobs left 'running' by a run that died; returns their ids."""
+    cur = await conn.execute(ABANDON, {**scope.as_dict(), "error": takeover})
+    return [int(r[0]) for r in await cur.fetchall()]
 
 
 async def get(conn: psycopg.AsyncConnection[Any], job_id: int) -> ConsolidationJob | None:

@@ -19,6 +19,7 @@ class Usage:
     completion_tokens: int = 0
     cost_usd: float | None = None
     latency_s: float = 0.0
+    calls: int = 0
 
 
 @dataclass

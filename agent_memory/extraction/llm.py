@@ -102,6 +102,7 @@ class LLMExtractor:
             completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
             cost_usd=cost,
             latency_s=latency,
+            calls=1,
         )
 
     async def extract(self, episodes: Sequence[Episode]) -> Extraction:

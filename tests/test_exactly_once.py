@@ -1,0 +1,148 @@
+"""Exactly once under crashes (SIGKILL at each step boundary) and under concurrent runs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from agent_memory import MemoryManager, Scope
+from agent_memory.consolidation import FAULT_ENV, FAULT_POINTS
+from agent_memory.settings import DatabaseSettings, Settings, use_settings
+from flows.consolidation import ConsolidationParams, consolidation_flow
+from tests.fake_llm import FakeLLM, Reply
+
+pytestmark = pytest.mark.usefixtures("prefect_harness")
+ROOT = Path(__file__).resolve().parent.parent
+
+RUN_FLOW = (
+    "import asyncio\n"
+    "from flows.consolidation import ConsolidationParams, consolidation_flow\n"
+    "asyncio.run(consolidation_flow(ConsolidationParams()))\n"
+)
+
+
+def facts_answer(request: dict[str, Any]) -> Reply:
+    """One fact per episode, named after the episode's text, so facts are checkable."""
+    prompt = request["messages"][-1]["content"]
+    lines = [line for line in prompt.splitlines() if line.startswith("USER: ")]
+    return Reply(
+        json.dumps([{"content": f"User said {line[6:]}", "importance": 0.7} for line in lines])
+    )
+
+
+def run_killed_flow(settings: Settings, point: str) -> subprocess.CompletedProcess[str]:
+    from prefect.settings import PREFECT_API_URL
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
+    env.update(
+        DATABASE_URL=settings.db.url.get_secret_value(),  # type: ignore[union-attr]
+        PREFECT_API_URL=str(PREFECT_API_URL.value()),
+        AGENT_MEMORY_LLM_MODEL=settings.llm.model or "",
+        AGENT_MEMORY_LLM_API_BASE=settings.llm.api_base or "",
+        AGENT_MEMORY_LLM_API_KEY=settings.llm.api_key.get_secret_value(),  # type: ignore[union-attr]
+        **{FAULT_ENV: point},
+    )
+    return subprocess.run(
+        [sys.executable, "-c", RUN_FLOW],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+
+
+def check_exactly_once(db: psycopg.Connection[Any], episodes: int) -> None:
+    assert db.execute(
+        "SELECT count(*) FROM agent_memory.episodes WHERE NOT consolidated"
+    ).fetchone() == (0,)
+    # each episode was consolidated by exactly one completed job, counted once
+    assert db.execute(
+        """SELECT count(*) FROM agent_memory.episodes e
+           JOIN agent_memory.consolidation_jobs j ON j.id = e.consolidation_job_id
+           WHERE j.status = 'completed'"""
+    ).fetchone() == (episodes,)
+    assert db.execute(
+        "SELECT sum(episodes_processed) FROM agent_memory.consolidation_jobs "
+        "WHERE status = 'completed'"
+    ).fetchone() == (episodes,)
+    assert db.execute(
+        "SELECT count(*) FROM agent_memory.consolidation_jobs WHERE status = 'running'"
+    ).fetchone() == (0,)
+    facts = db.execute("SELECT content FROM agent_memory.memory_items ORDER BY content").fetchall()
+    assert [f[0] for f in facts] == sorted(f"User said episode {i}" for i in range(episodes))
+    assert db.execute("SELECT count(*) FROM agent_memory.fact_sources").fetchone() == (
+        episodes * episodes,
+    )  # one batch: every fact cites every episode of it
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point", FAULT_POINTS)
+async def test_sigkill_at_each_step_then_rerun_is_exactly_once(
+    llm_settings: Settings, fake_llm: FakeLLM, db: psycopg.Connection[Any], point: str
+) -> None:
+    fake_llm.reset(facts_answer)
+    manager = await MemoryManager.create(settings=llm_settings, migrate=False)
+    try:
+        for i in range(3):
+            await manager.record(
+                Scope(user_id="crash"), [{"role": "user", "content": f"episode {i}"}]
+            )
+    finally:
+        await manager.close()
+
+    killed = run_killed_flow(llm_settings, point)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    status = db.execute("SELECT status FROM agent_memory.consolidation_jobs").fetchall()
+    assert status == ([("completed",)] if point == "after_commit" else [("running",)])
+
+    rerun = await consolidation_flow(ConsolidationParams())
+    check_exactly_once(db, episodes=3)
+    assert fake_llm.calls == 1  # the answer cached before the crash is reused, never re-asked
+    if point == "after_commit":
+        assert rerun["scopes"] == 0
+    else:
+        (abandoned,) = db.execute(
+            "SELECT error FROM agent_memory.consolidation_jobs WHERE status = 'failed'"
+        ).fetchone()  # type: ignore[misc]
+        assert abandoned.startswith("abandoned")
+
+
+@pytest.mark.slow
+async def test_eight_concurrent_runs_over_200_scopes(
+    llm_settings: Settings, fake_llm: FakeLLM, db: psycopg.Connection[Any]
+) -> None:
+    fake_llm.reset(facts_answer)
+    db.execute(
+        """INSERT INTO agent_memory.episodes (user_id, agent_id, messages, message_count)
+           SELECT 'user-' || s, CASE WHEN s % 2 = 0 THEN 'agent' END,
+                  jsonb_build_array(jsonb_build_object('role', 'user',
+                                                       'content', 'episode ' || s)), 1
+           FROM generate_series(0, 199) AS s"""
+    )
+    # small pools: 8 runs must not exhaust the server's connections
+    small = llm_settings.model_copy(
+        update={"db": DatabaseSettings(url=llm_settings.db.url, pool_min_size=1, pool_max_size=3)}
+    )
+    use_settings(small)
+    runs = await asyncio.wait_for(
+        asyncio.gather(*(consolidation_flow(ConsolidationParams()) for _ in range(8))), 300
+    )
+    assert sum(r["completed"] for r in runs) == 200
+    assert sum(r["failed"] for r in runs) == 0
+    assert fake_llm.calls == 200  # no scope was extracted twice
+    assert db.execute(
+        "SELECT count(*), count(DISTINCT consolidation_job_id) FROM "
+        "agent_memory.episodes WHERE consolidated"
+    ).fetchone() == (200, 200)
+    assert db.execute("SELECT count(*) FROM agent_memory.memory_items").fetchone() == (200,)
+    assert db.execute("SELECT count(*) FROM agent_memory.consolidation_jobs").fetchone() == (200,)
