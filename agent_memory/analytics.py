@@ -17,7 +17,7 @@ import psycopg
 
 from agent_memory.db.fragments import SCOPE_MATCH
 from agent_memory.decay import day_index, lam
-from agent_memory.models import Scope
+from agent_memory.models import Scope, scope_label
 
 LOAD = f"""
 SELECT user_id, agent_id, workflow_id, decay_rank
@@ -133,7 +133,7 @@ def report(
     )
     result.scopes = [
         {
-            "scope": Scope(r["user_id"], r["agent_id"], r["workflow_id"]).label,
+            "scope": scope_label(r["user_id"], r["agent_id"], r["workflow_id"]),
             "facts": int(r["facts"]),
             "mean_importance": round(float(r["mean_importance"]), 4),
             "expiring_7d": int(r["expiring_7d"]),

@@ -51,7 +51,10 @@ def _private_defaults(*, quiet: bool = False) -> None:
 
 
 def _scope(user: str | None, agent: str | None, workflow: str | None) -> Scope | None:
-    return Scope(user, agent, workflow) if (user or agent or workflow) else None
+    """The scope named by the options; None (all scopes) only when no option was given."""
+    if user is None and agent is None and workflow is None:
+        return None
+    return Scope(user, agent, workflow)  # refuses "" and the like, naming the option
 
 
 def _table(title: str, rows: list[dict[str, Any]]) -> Table:

@@ -40,16 +40,20 @@ from agent_memory.redact import redact
 Outcome = Literal["completed", "skipped", "failed", "busy", "empty"]
 
 FAULT_ENV = "AGENT_MEMORY_FAULT_KILL_AT"
+FAULT_RAISE_ENV = "AGENT_MEMORY_FAULT_RAISE_AT"
 FAULT_POINTS = ("after_load", "after_llm", "in_write", "after_commit")
 
 
 def fault_point(name: str) -> None:
-    """Crash testing: with AGENT_MEMORY_FAULT_KILL_AT=<name>, the process dies here by SIGKILL.
+    """Crash testing: AGENT_MEMORY_FAULT_KILL_AT=<name> kills the process here by SIGKILL;
+    AGENT_MEMORY_FAULT_RAISE_AT=<name> raises a broken-connection error here instead.
 
-    The tests use it to prove exactly-once at each step boundary; unset, it does nothing.
+    The tests use them to prove exactly-once at each step boundary; unset, they do nothing.
     """
     if os.environ.get(FAULT_ENV) == name:
         os.kill(os.getpid(), signal.SIGKILL)
+    if os.environ.get(FAULT_RAISE_ENV) == name:
+        raise psycopg.OperationalError(f"injected fault at {name}")
 
 
 _CLAIM_KEY = "hashtextextended(agent_memory.scope_key(%s, %s, %s), 7103)"
@@ -208,14 +212,19 @@ async def store_extraction(
         )
 
 
-async def extract(pool: AsyncConnectionPool, batch: ScopeBatch, extractor: Extractor) -> Extraction:
+async def extract(
+    pool: AsyncConnectionPool, batch: ScopeBatch, extractor: Extractor
+) -> Extraction | None:
     """The batch's facts: from the cache when this content was answered before, else the model.
 
     The model's answer is cached before anything else is written, so a retry of the write step
-    (or a rerun after a crash) never calls the model again for the same content.
+    (or a rerun after a crash) never calls the model again for the same content. Content the
+    scope's last completed job already consolidated (the same conversation recorded again) is
+    never sent to the model: its cached facts are written again (reinforcing them, or bringing
+    back what decay purged), or, with no cached answer, it is skipped (None).
     """
     cached = await cached_extraction(pool, batch.checksum, extractor)
-    if cached is not None:
+    if cached is not None or batch.seen_before:
         return cached
     extraction = await extractor.extract(batch.episodes)
     await store_extraction(pool, batch.checksum, extractor, extraction)
@@ -236,8 +245,14 @@ async def write(
     scope = batch.scope
     usage = extraction.usage if extraction and not extraction.cached else Usage()
     async with pool.connection() as conn, conn.transaction():
+        # a decay-factor change (rebase) must not interleave with ranks computed here
+        await conn.execute("SELECT factor FROM agent_memory.decay_policy FOR SHARE")
         marked = await episode_repo.mark_consolidated(conn, batch.episode_ids, batch.job_id)
         if marked != len(batch.episodes):
+            ours = await episode_repo.count_marked_by(conn, batch.episode_ids, batch.job_id)
+            if ours == len(batch.episodes):
+                # a retry after our own commit whose acknowledgement was lost: already done
+                raise _AlreadyDone()
             raise _Overlap(marked)
         created = reinforced = 0
         status: Literal["completed", "skipped"] = "skipped"
@@ -275,6 +290,10 @@ async def write(
     )
 
 
+class _AlreadyDone(Exception):
+    """This job's write committed before (its acknowledgement was lost); nothing to redo."""
+
+
 class _Overlap(Exception):
     """Another run consolidated some of this batch's episodes first."""
 
@@ -288,6 +307,18 @@ async def write_or_yield(
     """:func:`write`, turning an overlap with another run into a ``skipped`` job."""
     try:
         return await write(pool, batch, extraction)
+    except _AlreadyDone:
+        async with pool.connection() as conn:
+            job = await job_repo.get(conn, batch.job_id)
+        assert job is not None
+        return ScopeResult(
+            batch.scope,
+            "completed",
+            batch.job_id,
+            episodes=job.episodes_processed,
+            facts_created=job.facts_created,
+            extractor=job.extractor,
+        )
     except _Overlap as overlap:
         async with pool.connection() as conn:
             await job_repo.finish(conn, batch.job_id, "skipped", error=f"overlap: {overlap}")

@@ -21,7 +21,7 @@ import asyncio
 import logging
 import threading
 from collections.abc import Sequence
-from datetime import date, datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig, RunnableLambda
@@ -32,12 +32,16 @@ from agent_memory.db import episodes as episode_repo
 from agent_memory.db import facts as fact_repo
 from agent_memory.db.connection import Database, resolve
 from agent_memory.db.pool import setup_schema
+from agent_memory.errors import InvalidMessageError
 from agent_memory.graph.nodes import latest_messages, scope_from
 from agent_memory.messages import serialize_messages
 from agent_memory.models import MemoryItem, Scope, WorkingMemoryFrame
 from agent_memory.settings import DatabaseSettings, Settings, use_settings
 
 log = logging.getLogger(__name__)
+
+# how far ahead of this machine's clock an episode's time may be (clocks differ a little)
+_CLOCK_SKEW = timedelta(minutes=5)
 
 
 class MemoryManager:
@@ -49,6 +53,7 @@ class MemoryManager:
         self._async_pools: dict[int, tuple[asyncio.AbstractEventLoop, AsyncConnectionPool]] = {}
         self._sync_pool: ConnectionPool | None = None
         self._lock = threading.Lock()
+        self._opening: dict[int, asyncio.Lock] = {}
         self._closed = False
         self.inject_node: RunnableLambda[Any, dict[str, Any]] = RunnableLambda(
             self._inject_sync, afunc=self._inject_async, name="inject_memory"
@@ -140,12 +145,18 @@ class MemoryManager:
             raise RuntimeError("this MemoryManager is closed")
         loop = asyncio.get_running_loop()
         entry = self._async_pools.get(id(loop))
-        if entry is None or entry[0] is not loop:
+        if entry is not None and entry[0] is loop:
+            return entry[1]
+        with self._lock:  # one creation lock per loop, so concurrent first calls share a pool
+            opening = self._opening.setdefault(id(loop), asyncio.Lock())
+        async with opening:
+            entry = self._async_pools.get(id(loop))
+            if entry is not None and entry[0] is loop:
+                return entry[1]
             pool = self.database.async_pool()
             await pool.open(wait=True, timeout=self.settings.db.connect_timeout)
             self._async_pools[id(loop)] = (loop, pool)
             return pool
-        return entry[1]
 
     def _spool(self) -> ConnectionPool:
         if self._closed:
@@ -185,6 +196,20 @@ class MemoryManager:
             )
         return self._frame(scope, rows)
 
+    @staticmethod
+    def _check_time(occurred_at: datetime | None) -> None:
+        if occurred_at is None:
+            return
+        if occurred_at.tzinfo is None or occurred_at.utcoffset() is None:
+            raise InvalidMessageError(
+                f"occurred_at {occurred_at.isoformat()} has no time zone; pass an aware datetime"
+            )
+        if occurred_at > datetime.now(UTC) + _CLOCK_SKEW:
+            raise InvalidMessageError(
+                f"occurred_at {occurred_at.isoformat()} is in the future; an episode records a "
+                "conversation that happened"
+            )
+
     def _serialize(self, messages: Sequence[Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         stored, size, replaced = serialize_messages(
             messages, max_bytes=self.settings.memory.max_episode_bytes
@@ -208,6 +233,7 @@ class MemoryManager:
         """
         if not messages:
             return None
+        self._check_time(occurred_at)
         stored, metadata = self._serialize(messages)
         pool = await self._apool()
         async with pool.connection() as conn:
@@ -218,6 +244,7 @@ class MemoryManager:
     ) -> int | None:
         if not messages:
             return None
+        self._check_time(occurred_at)
         stored, metadata = self._serialize(messages)
         with self._spool().connection() as conn:
             return episode_repo.insert_sync(conn, scope, stored, metadata, occurred_at)
@@ -242,13 +269,28 @@ class MemoryManager:
         frame = self.inject_sync(scope_from(state, config))
         return self._merge(state, frame.model_dump())
 
+    @staticmethod
+    def _unrecorded(state: dict[str, Any]) -> tuple[list[Any], int]:
+        """The messages not recorded yet, and the count recorded after this call.
+
+        With a checkpointer, a thread's state (messages and working_memory) carries over from
+        turn to turn; recording only what came since the last record keeps every message in
+        exactly one episode instead of re-storing the whole thread each turn.
+        """
+        messages = latest_messages(state)
+        done = (state.get("working_memory") or {}).get("recorded_upto", 0)
+        start = done if isinstance(done, int) and 0 <= done <= len(messages) else 0
+        return messages[start:], len(messages)
+
     async def _record_async(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        episode_id = await self.record(scope_from(state, config), latest_messages(state))
-        return self._merge(state, {"recorded_episode_id": episode_id})
+        new, upto = self._unrecorded(state)
+        episode_id = await self.record(scope_from(state, config), new)
+        return self._merge(state, {"recorded_episode_id": episode_id, "recorded_upto": upto})
 
     def _record_sync(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        episode_id = self.record_sync(scope_from(state, config), latest_messages(state))
-        return self._merge(state, {"recorded_episode_id": episode_id})
+        new, upto = self._unrecorded(state)
+        episode_id = self.record_sync(scope_from(state, config), new)
+        return self._merge(state, {"recorded_episode_id": episode_id, "recorded_upto": upto})
 
     # ---- the flows, on demand ------------------------------------------------------------
 

@@ -41,6 +41,13 @@ def _check_part(name: str, value: object) -> str | None:
     return text
 
 
+def scope_label(user_id: str | None, agent_id: str | None, workflow_id: str | None) -> str:
+    """``user=alice agent=support`` (``global`` when all parts are None); validates nothing."""
+    values = (user_id, agent_id, workflow_id)
+    parts = [f"{n.removesuffix('_id')}={v}" for n, v in zip(SCOPE_FIELDS, values, strict=True) if v]
+    return " ".join(parts) if parts else "global"
+
+
 @dataclass(frozen=True, slots=True)
 class Scope:
     """Whose memory: (user_id, agent_id, workflow_id), each optional and matched exactly.
@@ -68,12 +75,7 @@ class Scope:
     @property
     def label(self) -> str:
         """A short human label for run names and tables: ``user=alice agent=support``."""
-        parts = [
-            f"{n.removesuffix('_id')}={v}"
-            for n, v in zip(SCOPE_FIELDS, self.params, strict=True)
-            if v
-        ]
-        return " ".join(parts) if parts else "global"
+        return scope_label(*self.params)
 
     def as_dict(self) -> dict[str, str | None]:
         return dict(zip(SCOPE_FIELDS, self.params, strict=True))

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable
+from urllib.parse import unquote
 
 # user:password@ in URLs, password=... in key/value DSNs, and bearer / sk- style keys
 _URL_PASSWORD = re.compile(
@@ -11,7 +13,14 @@ _URL_PASSWORD = re.compile(
 )
 _KV_PASSWORD = re.compile(r"(?P<key>password\s*=\s*)(?P<pw>'[^']*'|\S+)", re.I)
 _BEARER = re.compile(r"(?P<key>bearer\s+)(?P<tok>[A-Za-z0-9._~+/=-]{8,})", re.I)
-_API_KEY = re.compile(r"\b(sk|pk|rk|key)-[A-Za-z0-9_-]{6,}\b")
+_API_KEY = re.compile(
+    r"\b(?:(?:sk|pk|rk|key|xai)-[A-Za-z0-9_-]{6,}"  # OpenAI, Anthropic (sk-ant-), xAI, ...
+    r"|gsk_[A-Za-z0-9]{16,}"  # Groq
+    r"|AIza[0-9A-Za-z_-]{30,}"  # Google
+    r"|hf_[A-Za-z0-9]{20,})\b"  # Hugging Face
+)
+# environment variables whose values are secrets whatever they look like
+_SECRET_NAME = re.compile(r"(API_KEY|_KEY|_TOKEN|_SECRET|PASSWORD|_PASS)$", re.I)
 
 REDACTED = "***"
 
@@ -25,3 +34,24 @@ def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
     text = _KV_PASSWORD.sub(lambda m: f"{m['key']}{REDACTED}", text)
     text = _BEARER.sub(lambda m: f"{m['key']}{REDACTED}", text)
     return _API_KEY.sub(REDACTED, text)
+
+
+def known_secrets(*values: str | None) -> list[str]:
+    """``values`` plus every secret-looking environment variable and DSN password, to redact.
+
+    Providers' keys may reach litellm through their own variables (OPENAI_API_KEY, ...), not
+    only through our settings, and a DSN's password may be in URL or key=value form.
+    """
+    found = [v for v in values if v]
+    for name, value in os.environ.items():
+        if _SECRET_NAME.search(name) and len(value) >= 6:
+            found.append(value)
+    for value in [*found, os.environ.get("DATABASE_URL", "")]:
+        found.extend(_dsn_passwords(value))
+    return sorted(set(found), key=len, reverse=True)  # longest first: no partial masking
+
+
+def _dsn_passwords(text: str) -> list[str]:
+    passwords = [m["pw"] for m in _URL_PASSWORD.finditer(text)]
+    passwords += [m["pw"].strip("'") for m in _KV_PASSWORD.finditer(text)]
+    return [unquote(p) for p in passwords if len(p) >= 3] + [p for p in passwords if len(p) >= 3]

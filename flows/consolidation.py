@@ -22,7 +22,7 @@ from agent_memory.db.connection import resolve
 from agent_memory.db.pool import open_pool
 from agent_memory.extraction import OfflineExtractor, build_extractor
 from agent_memory.models import Scope
-from agent_memory.redact import redact
+from agent_memory.redact import known_secrets, redact
 from agent_memory.settings import get_settings
 from flows.params import ScopeParam
 from tasks.consolidation import (
@@ -73,9 +73,7 @@ async def _one_scope(
             if batch is None:  # another run took them between listing and loading
                 return ScopeResult(scope, "empty")
             job_id = batch.job_id
-            extraction = (
-                None if batch.seen_before else await extract_facts(pool, batch, extractor, label)
-            )
+            extraction = await extract_facts(pool, batch, extractor, label)
             return await write_scope(pool, batch, extraction, label)
         except Exception as exc:
             try:
@@ -124,9 +122,12 @@ async def consolidation_flow(
             "extractor '%s'",
             extractor.name,
         )
-    secrets = [settings.llm.api_key.get_secret_value() if settings.llm.api_key else None]
-    if settings.db.url is not None:
-        secrets.append(settings.db.url.get_secret_value())
+    secrets: list[str | None] = list(
+        known_secrets(
+            settings.llm.api_key.get_secret_value() if settings.llm.api_key else None,
+            settings.db.url.get_secret_value() if settings.db.url else None,
+        )
+    )
     only = params.scope.to_scope() if params.scope else None
     concurrency = settings.llm.max_concurrency
     async with open_pool(

@@ -53,8 +53,9 @@ async def decay_flow(
     scope = params.scope.to_scope() if params.scope else None
     label = scope.label if scope else "all scopes"
     async with open_pool(settings, max_size=2) as pool:
-        await sync_decay_policy(pool, factor, as_of)
+        # purge with the factor the ranks were computed with, then apply a changed factor
         purged = await purge_faded_facts(pool, purge_below, as_of, scope, params.batch_size, label)
+        await sync_decay_policy(pool, factor, as_of)
         report = await decay_analytics(pool, as_of, scope, factor, purge_below, purged, label)
         await record_decay_run(pool, report, scope)
     await acreate_table_artifact(

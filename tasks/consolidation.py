@@ -37,7 +37,7 @@ async def load_scope_batch(
             batch.job_id,
             len(batch.episodes),
             batch.checksum[:12],
-            " (seen before: no LLM call)" if batch.seen_before else "",
+            " (already consolidated: no LLM call)" if batch.seen_before else "",
         )
     return batch
 
@@ -45,9 +45,12 @@ async def load_scope_batch(
 @task(name="extract-facts", task_run_name="extract [{scope_label}]", **STEP, **LLM_RETRIES)
 async def extract_facts(
     pool: AsyncConnectionPool, batch: ScopeBatch, extractor: Extractor, scope_label: str
-) -> Extraction:
+) -> Extraction | None:
     extraction = await steps.extract(pool, batch, extractor)
     logger = get_run_logger()
+    if extraction is None:
+        logger.info("content already consolidated and no cached answer: skipped")
+        return None
     logger.info(
         "%s: %d fact(s)%s",
         extraction.extractor,

@@ -58,6 +58,7 @@ class FakeLLM:
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
         self.handler: Callable[[dict[str, Any]], Reply] = lambda _req: Reply(DEFAULT_FACTS)
+        self.after_reply: Callable[[dict[str, Any]], None] | None = None
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
 
@@ -71,6 +72,7 @@ class FakeLLM:
         with self._lock:
             self.requests.clear()
         self.handler = handler or (lambda _req: Reply(DEFAULT_FACTS))
+        self.after_reply = None
 
     def reply_with(self, *replies: Reply) -> None:
         """Answer the next requests with these replies in turn (the last one repeats)."""
@@ -125,6 +127,9 @@ class FakeLLM:
                     self.wfile.write(body)
                 except (BrokenPipeError, ConnectionResetError):  # client gave up (timeout tests)
                     pass
+                finally:
+                    if fake.after_reply is not None:
+                        fake.after_reply(request)
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True

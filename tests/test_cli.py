@@ -85,6 +85,9 @@ def test_bad_input_is_a_clear_error_not_a_traceback(cli_env: str) -> None:
     result = runner.invoke(app, ["stats", "--user", "x" * 300])
     assert result.exit_code == 2
     assert "user_id is 300 characters long" in result.output
+    result = runner.invoke(app, ["decay", "--user", "", "--as-of", "2999-01-01"])
+    assert result.exit_code == 2  # an empty id is an error, not "all scopes"
+    assert "user_id is an empty string" in result.output
     result = runner.invoke(app, ["decay", "--as-of", "yesterday"])
     assert result.exit_code == 2
     assert "yesterday" in result.output

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
 import pytest
 
 from agent_memory import MemoryManager, Scope
+from agent_memory.decay import today
 from agent_memory.settings import Settings
 from flows.consolidation import SUMMARY_KEY, ConsolidationParams, consolidation_flow
 from tests.fake_llm import FakeLLM, Reply
@@ -99,9 +101,16 @@ async def test_checksum_skip_does_not_call_the_llm(
         await manager.record(scope, TALK)
         second = await manager.consolidate()
         assert fake_llm.calls == 1
-        assert second["skipped"] == 1
+        assert (second["completed"], second["llm_calls"]) == (1, 0)
         assert pending(db) == []
-        assert [j[1] for j in jobs(db)] == ["completed", "skipped"]
+        assert [j[1] for j in jobs(db)] == ["completed", "completed"]
+        assert len(await manager.facts(scope)) == 2
+        # the facts fade away; the user says the same again: relearned, still no LLM call
+        await manager.decay(as_of=today() + timedelta(days=400))
+        assert await manager.facts(scope, on=today() + timedelta(days=400)) == []
+        await manager.record(scope, TALK, occurred_at=datetime.now(UTC))
+        await manager.consolidate()
+        assert fake_llm.calls == 1
         assert len(await manager.facts(scope)) == 2
     finally:
         await manager.close()

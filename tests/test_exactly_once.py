@@ -146,3 +146,153 @@ async def test_eight_concurrent_runs_over_200_scopes(
     ).fetchone() == (200, 200)
     assert db.execute("SELECT count(*) FROM agent_memory.memory_items").fetchone() == (200,)
     assert db.execute("SELECT count(*) FROM agent_memory.consolidation_jobs").fetchone() == (200,)
+
+
+async def test_retries_of_the_write_step_never_call_the_llm_again(
+    llm_settings: Settings,
+    fake_llm: FakeLLM,
+    db: psycopg.Connection[Any],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from agent_memory.consolidation import FAULT_RAISE_ENV
+
+    fake_llm.reset(facts_answer)
+    manager = await MemoryManager.create(settings=llm_settings, migrate=False)
+    try:
+        await manager.record(Scope(user_id="w"), [{"role": "user", "content": "episode 0"}])
+        monkeypatch.setenv(FAULT_RAISE_ENV, "in_write")  # every write attempt breaks
+        failed = await manager.consolidate()
+        assert failed["failed"] == 1
+        assert fake_llm.calls == 1  # the write was retried (2 retries in tests), the LLM was not
+        assert db.execute("SELECT count(*) FROM agent_memory.memory_items").fetchone() == (0,)
+        monkeypatch.delenv(FAULT_RAISE_ENV)
+        done = await manager.consolidate()
+    finally:
+        await manager.close()
+    assert done["completed"] == 1
+    assert fake_llm.calls == 1  # the rerun used the cached answer
+    check_exactly_once(db, episodes=1)
+
+
+async def test_llm_concurrency_is_bounded_across_scopes(
+    llm_settings: Settings, fake_llm: FakeLLM, db: psycopg.Connection[Any]
+) -> None:
+    import threading
+
+    lock = threading.Lock()
+    in_flight = [0, 0]  # now, most
+
+    def slow(request: dict[str, Any]) -> Reply:
+        with lock:
+            in_flight[0] += 1
+            in_flight[1] = max(in_flight[1], in_flight[0])
+        reply = facts_answer(request)
+        reply.delay_s = 0.2
+        return reply
+
+    def done_one(_: Any) -> None:
+        with lock:
+            in_flight[0] -= 1
+
+    fake_llm.reset(slow)
+    fake_llm.after_reply = done_one
+    settings = llm_settings.model_copy(
+        update={"llm": llm_settings.llm.model_copy(update={"max_concurrency": 3})}
+    )
+    use_settings(settings)
+    db.execute(
+        """INSERT INTO agent_memory.episodes (user_id, messages, message_count)
+           SELECT 'u' || s, jsonb_build_array(jsonb_build_object(
+                      'role', 'user', 'content', 'episode ' || s)), 1
+           FROM generate_series(1, 10) AS s"""
+    )
+    summary = await consolidation_flow(ConsolidationParams())
+    assert summary["completed"] == 10 and fake_llm.calls == 10
+    assert in_flight[1] <= 3
+
+
+async def test_write_retried_after_its_own_commit_reports_completed(
+    llm_settings: Settings,
+    fake_llm: FakeLLM,
+    db: psycopg.Connection[Any],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The commit lands but its acknowledgement is lost: the retry must not call it an overlap."""
+    from agent_memory.consolidation import FAULT_RAISE_ENV
+
+    fake_llm.reset(facts_answer)
+    manager = await MemoryManager.create(settings=llm_settings, migrate=False)
+    try:
+        await manager.record(Scope(user_id="ack"), [{"role": "user", "content": "episode 0"}])
+        monkeypatch.setenv(FAULT_RAISE_ENV, "after_commit")
+        summary = await manager.consolidate()
+    finally:
+        await manager.close()
+    assert summary["completed"] == 1
+    assert db.execute(
+        "SELECT status, episodes_processed, facts_created, content_checksum "
+        "IS NOT NULL FROM agent_memory.consolidation_jobs"
+    ).fetchall() == [("completed", 1, 1, True)]
+    check_exactly_once(db, episodes=1)
+
+
+async def test_invalid_scope_rows_written_around_the_library_are_skipped(
+    manager: MemoryManager, db: psycopg.Connection[Any]
+) -> None:
+    db.execute("ALTER TABLE agent_memory.episodes DROP CONSTRAINT episodes_scope_parts_check")
+    db.execute(
+        "INSERT INTO agent_memory.episodes (user_id, messages, message_count) "
+        'VALUES (\'\', \'[{"role": "user", "content": "I like tea."}]\', 1)'
+    )
+    await manager.record(Scope(user_id="fine"), [{"role": "user", "content": "I like coffee."}])
+    summary = await manager.consolidate()
+    assert (summary["completed"], summary["failed"]) == (1, 0)
+    assert db.execute(
+        "SELECT count(*) FROM agent_memory.episodes WHERE NOT consolidated"
+    ).fetchone() == (1,)
+
+
+async def test_rebase_and_a_concurrent_write_do_not_interleave(
+    manager: MemoryManager, db: psycopg.Connection[Any], database_url: str
+) -> None:
+    """A write that starts while the factor is being changed waits, then ranks with the new
+    factor (without the wait, its fact would be ranked with the old one and mis-purged)."""
+    import time
+
+    from agent_memory import consolidation as steps
+    from agent_memory.db import facts as fact_repo
+    from agent_memory.decay import today
+    from agent_memory.extraction import OfflineExtractor
+
+    scope = Scope(user_id="race")
+    await manager.record(scope, [{"role": "user", "content": "I like tea."}])
+    pool = await manager._apool()
+    extractor = OfflineExtractor()
+    batch = await steps.load_batch(pool, scope, extractor, None, 10)
+    assert batch is not None
+    extraction = await steps.extract(pool, batch, extractor)
+    waiting = (
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+        " AND datname = current_database() AND query LIKE '%decay_policy%FOR SHARE%'"
+    )
+    with psycopg.connect(database_url) as rebaser:  # a transaction, as rebase() holds
+        rebaser.execute("SELECT factor FROM agent_memory.decay_policy FOR UPDATE")
+        rebaser.execute("UPDATE agent_memory.decay_policy SET factor = 0.5")
+        write = asyncio.ensure_future(steps.write(pool, batch, extraction))
+        try:
+            deadline = time.monotonic() + 60
+            while not db.execute(waiting).fetchone()[0]:  # type: ignore[index]
+                assert not write.done(), "the write did not wait for the rebase"
+                assert time.monotonic() < deadline, "the write never reached the policy lock"
+                await asyncio.sleep(0.05)
+            rebaser.commit()
+            result = await write
+        finally:
+            if not write.done():
+                rebaser.rollback()
+                await write
+    assert result.outcome == "completed"
+    (fact,) = await manager.facts(scope)
+    assert fact.importance == pytest.approx(0.8)  # ranked with the committed factor
+    async with pool.connection() as conn:
+        assert await fact_repo.purge(conn, 0.05, today()) == 0

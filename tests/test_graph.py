@@ -95,5 +95,22 @@ async def test_no_messages_records_nothing(
     manager: MemoryManager, db: psycopg.Connection[Any]
 ) -> None:
     out = await manager.record_node.ainvoke({"user_id": "quiet", "messages": []})
-    assert out == {"working_memory": {"recorded_episode_id": None}}
+    assert out == {"working_memory": {"recorded_episode_id": None, "recorded_upto": 0}}
     assert db.execute("SELECT count(*) FROM agent_memory.episodes").fetchone() == (0,)
+
+
+async def test_with_a_checkpointer_each_turn_records_only_its_new_messages(
+    manager: MemoryManager, db: psycopg.Connection[Any]
+) -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    app = manager.graph(agent).compile(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t1"}}
+    await app.ainvoke({"user_id": "threaded", "messages": [HumanMessage("first")]}, config)
+    out = await app.ainvoke({"messages": [HumanMessage("second")]}, config)
+    assert len(out["messages"]) == 4  # the thread holds both turns
+    rows = db.execute(
+        "SELECT user_id, jsonb_array_length(messages), messages->0->>'content' "
+        "FROM agent_memory.episodes ORDER BY id"
+    ).fetchall()
+    assert rows == [("threaded", 2, "first"), ("threaded", 2, "second")]

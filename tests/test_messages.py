@@ -169,3 +169,23 @@ async def test_hostile_input_in_a_graph_errors_before_any_write(
     out = await app.ainvoke({"user_id": "g", "messages": [HumanMessage("a\x00b")]})
     assert out["working_memory"]["recorded_episode_id"] is not None
     assert count(db) == 1
+
+
+@pytest.mark.parametrize(
+    ("when", "needle"),
+    [
+        (dt.datetime(2026, 1, 1, 12, 0), "has no time zone"),
+        (dt.datetime.now(dt.UTC) + dt.timedelta(days=20), "is in the future"),
+    ],
+)
+async def test_bad_occurred_at_is_refused(
+    manager: MemoryManager, db: psycopg.Connection[Any], when: dt.datetime, needle: str
+) -> None:
+    with pytest.raises(InvalidMessageError, match=needle):
+        await manager.record(
+            Scope(user_id="t"), [{"role": "user", "content": "x"}], occurred_at=when
+        )
+    assert count(db) == 0
+    past = dt.datetime(2025, 5, 1, tzinfo=dt.UTC)
+    await manager.record(Scope(user_id="t"), [{"role": "user", "content": "x"}], occurred_at=past)
+    assert db.execute("SELECT occurred_at FROM agent_memory.episodes").fetchone() == (past,)

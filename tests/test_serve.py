@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,14 +31,21 @@ def free_port() -> int:
 
 
 def api(base: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    """One Prefect API call; a busy server's 503 (its SQLite is locked) is retried."""
     request = urllib.request.Request(
         f"{base}{path}",
         data=json.dumps(body).encode() if body is not None else None,
         headers={"Content-Type": "application/json"},
         method="POST" if body is not None else "GET",
     )
-    with urllib.request.urlopen(request, timeout=10) as response:
-        return json.loads(response.read() or b"null")
+    for attempt in range(30):
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return json.loads(response.read() or b"null")
+        except urllib.error.HTTPError as exc:
+            if exc.code != 503 or attempt == 29:
+                raise
+            time.sleep(1)
 
 
 def wait_for(what: str, check: Any, timeout: float, proc: subprocess.Popen[str]) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 from typing import Any
 
@@ -10,7 +11,10 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from agent_memory.db.fragments import SCOPE_MATCH
+from agent_memory.errors import InvalidScopeError
 from agent_memory.models import Episode, Scope
+
+log = logging.getLogger(__name__)
 
 INSERT = """
 INSERT INTO agent_memory.episodes
@@ -95,7 +99,13 @@ async def insert(
 async def pending_scopes(conn: psycopg.AsyncConnection[Any], limit: int = 100_000) -> list[Scope]:
     """The scopes that have unconsolidated episodes, in a stable order."""
     cur = await conn.execute(PENDING_SCOPES, {"limit": limit})
-    return [Scope(*row) for row in await cur.fetchall()]
+    scopes: list[Scope] = []
+    for row in await cur.fetchall():
+        try:
+            scopes.append(Scope(*row))
+        except InvalidScopeError as exc:  # written around the library (plain SQL, old data)
+            log.warning("skipping pending episodes of an invalid scope: %s", exc)
+    return scopes
 
 
 async def load_pending(
@@ -123,3 +133,14 @@ async def _episodes(
 async def mark_consolidated(conn: psycopg.AsyncConnection[Any], ids: list[int], job_id: int) -> int:
     cur = await conn.execute(MARK, {"ids": ids, "job_id": job_id})
     return cur.rowcount
+
+
+async def count_marked_by(conn: psycopg.AsyncConnection[Any], ids: list[int], job_id: int) -> int:
+    """How many of these episodes the given job consolidated."""
+    cur = await conn.execute(
+        "SELECT count(*) FROM agent_memory.episodes"
+        " WHERE id = ANY(%s) AND consolidation_job_id = %s",
+        (ids, job_id),
+    )
+    row = await cur.fetchone()
+    return int(row[0]) if row else 0

@@ -22,7 +22,7 @@ from agent_memory.models import Fact, MemoryItem, Scope
 
 # The inject query: one index range scan on (scope_key, decay_rank DESC), no sort, no full scan.
 TOP = f"""
-SELECT id, content, exp(decay_rank - %(day)s * {LAMBDA}) AS importance
+SELECT id, content, exp(greatest(decay_rank - %(day)s * {LAMBDA}, -700)) AS importance
 FROM agent_memory.memory_items
 WHERE {SCOPE_MATCH}
   AND decay_rank >= ln(%(min_importance)s) + %(day)s * {LAMBDA}
@@ -32,7 +32,7 @@ LIMIT %(limit)s
 
 ITEMS = f"""
 SELECT id, user_id, agent_id, workflow_id, content,
-       exp(decay_rank - %(day)s * {LAMBDA}) AS importance,
+       exp(greatest(decay_rank - %(day)s * {LAMBDA}, -700)) AS importance,
        importance AS base_importance, importance_at, created_at, updated_at
 FROM agent_memory.memory_items
 WHERE {SCOPE_MATCH}
@@ -52,9 +52,9 @@ VALUES (%(user_id)s, %(agent_id)s, %(workflow_id)s, %(content)s, %(content_hash)
 ON CONFLICT (scope_key, content_hash) DO UPDATE SET
     decay_rank    = greatest(m.decay_rank, EXCLUDED.decay_rank),
     importance_at = greatest(m.importance_at, EXCLUDED.importance_at),
-    importance    = least(1.0, exp(greatest(m.decay_rank, EXCLUDED.decay_rank)
+    importance    = least(1.0, exp(greatest(-700, greatest(m.decay_rank, EXCLUDED.decay_rank)
                         - agent_memory.day_index(greatest(m.importance_at, EXCLUDED.importance_at))
-                          * {LAMBDA})),
+                          * {LAMBDA}))),
     content       = EXCLUDED.content,
     source_job_id = EXCLUDED.source_job_id,
     updated_at    = now()
@@ -186,7 +186,7 @@ async def get(conn: psycopg.AsyncConnection[Any], fact_id: int, on: date) -> Mem
     async with conn.cursor(row_factory=dict_row) as cur:
         await cur.execute(
             f"""SELECT id, user_id, agent_id, workflow_id, content,
-                       exp(decay_rank - %(day)s * {LAMBDA}) AS importance,
+                       exp(greatest(decay_rank - %(day)s * {LAMBDA}, -700)) AS importance,
                        importance AS base_importance, importance_at, created_at, updated_at
                 FROM agent_memory.memory_items WHERE id = %(id)s""",
             {"id": fact_id, "day": day_index(on)},
@@ -257,7 +257,7 @@ async def rebase(conn: psycopg.AsyncConnection[Any], factor: float, on: date) ->
         cur = await conn.execute(
             f"""
             UPDATE agent_memory.memory_items
-            SET importance = least(1.0, exp(decay_rank - %(day)s * {LAMBDA})),
+            SET importance = least(1.0, exp(greatest(decay_rank - %(day)s * {LAMBDA}, -700))),
                 importance_at = (%(on)s::date)::timestamp AT TIME ZONE 'UTC',
                 decay_rank = decay_rank - %(day)s * {LAMBDA} + %(day)s * -ln(%(factor)s)
             """,

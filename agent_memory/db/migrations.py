@@ -105,9 +105,13 @@ def current_version(conn: psycopg.Connection[Any]) -> int:
 
 
 def ensure_decay_policy(conn: psycopg.Connection[Any], factor: float) -> None:
-    """Record the decay factor on first setup (a later change is applied by the decay flow)."""
+    """Record the decay factor on first setup (a later change is applied by the decay flow).
+
+    Written so it never waits on the row: a decay run rebasing to a new factor holds it.
+    """
     conn.execute(
-        "INSERT INTO agent_memory.decay_policy (id, factor) VALUES (true, %s)"
+        "INSERT INTO agent_memory.decay_policy (id, factor) SELECT true, %s"
+        " WHERE NOT EXISTS (SELECT 1 FROM agent_memory.decay_policy)"
         " ON CONFLICT DO NOTHING",
         (factor,),
     )

@@ -13,6 +13,7 @@ import time
 from collections.abc import Sequence
 
 from agent_memory.extraction.base import Extraction, Usage
+from agent_memory.extraction.parse import MAX_FACT_CHARS
 from agent_memory.messages import role_and_text
 from agent_memory.models import Episode, Fact
 
@@ -107,6 +108,8 @@ def facts_from_text(text: str) -> list[Fact]:
             if match:
                 parts = {k: _third_person(v.strip()) for k, v in match.groupdict().items()}
                 content = template.format(**parts).strip()
+                if len(content) > MAX_FACT_CHARS:  # a fact is a sentence, not a transcript
+                    content = content[: MAX_FACT_CHARS - 4].rstrip() + "..."
                 facts.append(
                     Fact(content=content[0].upper() + content[1:] + ".", importance=importance)
                 )
