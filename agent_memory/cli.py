@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from agent_memory.errors import AgentMemoryError
-from agent_memory.models import Scope
+from agent_memory.models import Scope, scope_label
 from agent_memory.settings import Settings, use_settings
 
 app = typer.Typer(
@@ -228,6 +228,98 @@ def stats(user: UserOpt = None, agent: AgentOpt = None, workflow: WorkflowOpt = 
         highlight=False,
     )
     _print_report(result["report"])
+
+
+async def _jobs(settings: Settings, status: str | None, limit: int) -> list[Any]:
+    from agent_memory.db import jobs as job_repo
+    from agent_memory.db.pool import open_pool
+
+    async with open_pool(settings, max_size=1) as pool, pool.connection() as conn:
+        return await job_repo.list_jobs(conn, status, limit)  # type: ignore[arg-type]
+
+
+JOB_STATUSES = ("running", "completed", "skipped", "failed")
+
+
+@app.command()
+def jobs(
+    status: Annotated[str | None, typer.Option(help=f"one of {', '.join(JOB_STATUSES)}")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=10_000)] = 50,
+) -> None:
+    """List consolidation jobs, newest first, with their cost (tokens, calls, latency, USD)."""
+    if status is not None and status not in JOB_STATUSES:
+        errors.print(f"[red]error:[/] status {status!r} is not one of {', '.join(JOB_STATUSES)}")
+        raise typer.Exit(2)
+    try:
+        found = asyncio.run(_jobs(_settings(), status, limit))
+    except AgentMemoryError as exc:
+        raise _fail(exc) from None
+    rows = [
+        {
+            "id": j.id,
+            "scope": scope_label(j.user_id, j.agent_id, j.workflow_id),
+            "status": j.status,
+            "episodes": j.episodes_processed,
+            "facts": j.facts_created,
+            "model": j.model or j.extractor or "",
+            "calls": j.llm_calls,
+            "tokens in/out": f"{j.prompt_tokens}/{j.completion_tokens}",
+            "ms": j.latency_ms,
+            "cost $": "" if j.cost_usd is None else f"{j.cost_usd:.6f}",
+            "started": f"{j.started_at:%Y-%m-%d %H:%M:%S}",
+            "error": (j.error or "")[:60],
+        }
+        for j in found
+    ]
+    console.print(_table("Consolidation jobs", rows))
+    total = sum(j.cost_usd or 0.0 for j in found)
+    console.print(
+        f"{len(found)} job(s); {sum(j.llm_calls for j in found)} LLM call(s), "
+        f"{sum(j.prompt_tokens for j in found)} tokens in, "
+        f"{sum(j.completion_tokens for j in found)} out, ${total:.6f}",
+        highlight=False,
+    )
+
+
+facts_app = typer.Typer(help="Inspect facts.", no_args_is_help=True)
+app.add_typer(facts_app, name="facts")
+
+
+async def _explain(settings: Settings, fact_id: int) -> tuple[Any, list[Any]]:
+    from agent_memory.db import facts as fact_repo
+    from agent_memory.db.pool import open_pool
+    from agent_memory.decay import today
+
+    async with open_pool(settings, max_size=1) as pool, pool.connection() as conn:
+        fact = await fact_repo.get(conn, fact_id, today())
+        return fact, (await fact_repo.sources(conn, fact_id) if fact else [])
+
+
+@facts_app.command("explain")
+def facts_explain(fact_id: Annotated[int, typer.Argument(help="the fact's id")]) -> None:
+    """Show a fact and the episodes it came from."""
+    from agent_memory.messages import role_and_text
+
+    try:
+        fact, sources = asyncio.run(_explain(_settings(), fact_id))
+    except AgentMemoryError as exc:
+        raise _fail(exc) from None
+    if fact is None:
+        errors.print(f"[red]error:[/] no fact with id {fact_id}")
+        raise typer.Exit(2)
+    console.print(f"[bold]fact {fact.id}[/]: {fact.content}", highlight=False)
+    console.print(
+        f"scope {scope_label(fact.user_id, fact.agent_id, fact.workflow_id)}; importance "
+        f"{fact.importance:.3f} today "
+        f"({fact.base_importance:.3f} on {fact.importance_at:%Y-%m-%d})",
+        highlight=False,
+    )
+    console.print(f"from {len(sources)} episode(s):")
+    for episode_id, occurred_at, messages, job_id in sources:
+        console.print(f"  episode {episode_id} ({occurred_at:%Y-%m-%d %H:%M}, job {job_id})")
+        for message in messages:
+            role, text = role_and_text(message)
+            console.print(f"    {role}: {text[:200]}", highlight=False, soft_wrap=True)
 
 
 def _start_prefect_server(host: str, port: int) -> subprocess.Popen[bytes]:

@@ -20,7 +20,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture
 def cli_env(database_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    from agent_memory import cli
+
     monkeypatch.setenv("DATABASE_URL", database_url)
+    monkeypatch.setattr(cli.console, "width", 250)  # tables are not wrapped at 80 columns
     return database_url
 
 
@@ -103,3 +106,25 @@ def test_unreachable_database_names_it_without_the_password(
     assert result.exit_code == 2
     assert "cannot reach the database" in result.output
     assert "hunter2-secret" not in result.output
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_jobs_and_facts_explain(cli_env: str, db: psycopg.Connection[Any]) -> None:
+    db.execute(
+        "INSERT INTO agent_memory.episodes (user_id, messages, message_count) VALUES "
+        '(\'why\', \'[{"role": "user", "content": "I prefer green tea."}]\', 1)'
+    )
+    runner = CliRunner()
+    assert runner.invoke(app, ["consolidate"]).exit_code == 0
+    result = runner.invoke(app, ["jobs", "--status", "completed"])
+    assert result.exit_code == 0, result.output
+    assert "user=why" in result.output and "offline-rules" in result.output
+    assert "1 job(s); 0 LLM call(s)" in result.output
+    (fact_id,) = db.execute("SELECT id FROM agent_memory.memory_items").fetchone()  # type: ignore[misc]
+    result = runner.invoke(app, ["facts", "explain", str(fact_id)])
+    assert result.exit_code == 0, result.output
+    assert "User prefers green tea." in result.output
+    assert "from 1 episode(s)" in result.output and "user: I prefer green tea." in result.output
+    assert runner.invoke(app, ["facts", "explain", "999999"]).exit_code == 2
+    bad = runner.invoke(app, ["jobs", "--status", "weird"])
+    assert bad.exit_code == 2 and "'weird'" in bad.output
