@@ -33,8 +33,9 @@ from agent_memory.db import episodes as episode_repo
 from agent_memory.db import facts as fact_repo
 from agent_memory.db import jobs as job_repo
 from agent_memory.db.connection import Database
+from agent_memory.decay import MIN_IMPORTANCE, today
 from agent_memory.extraction.base import Extraction, Extractor, Usage, checksum
-from agent_memory.models import Episode, Fact, Scope
+from agent_memory.models import Episode, KnownFact, Operation, Scope
 from agent_memory.redact import redact
 
 Outcome = Literal["completed", "skipped", "failed", "busy", "empty"]
@@ -95,6 +96,9 @@ class ScopeBatch:
     checksum: str
     job_id: int
     seen_before: bool  # the last completed job had the same checksum: no LLM call needed
+    known: list[KnownFact] = field(
+        default_factory=list
+    )  # current facts, as the prompt numbers them
 
     @property
     def episode_ids(self) -> list[int]:
@@ -116,6 +120,8 @@ class ScopeResult:
     episodes: int = 0
     facts_created: int = 0
     facts_reinforced: int = 0
+    facts_updated: int = 0
+    facts_invalidated: int = 0
     extractor: str | None = None
     cached: bool = False
     error: str | None = None
@@ -133,6 +139,8 @@ class ScopeResult:
             "episodes": self.episodes,
             "facts_created": self.facts_created,
             "facts_reinforced": self.facts_reinforced,
+            "facts_updated": self.facts_updated,
+            "facts_invalidated": self.facts_invalidated,
             "extractor": self.extractor or "",
             "llm_calls": self.llm_calls,
             "tokens_in": self.prompt_tokens,
@@ -175,8 +183,10 @@ async def load_batch(
         digest = checksum(pending)
         last = await job_repo.last_completed_checksum(conn, scope)
         job_id = await job_repo.start(conn, scope, extractor.name, flow_run_id)
+        current = await fact_repo.top(conn, scope, MIN_IMPORTANCE, KNOWN_FACTS, today())
+    known = [KnownFact(n, fid, content, imp) for n, (fid, content, imp) in enumerate(current, 1)]
     fault_point("after_load")
-    return ScopeBatch(scope, pending, digest, job_id, seen_before=(last == digest))
+    return ScopeBatch(scope, pending, digest, job_id, seen_before=(last == digest), known=known)
 
 
 async def cached_extraction(
@@ -191,8 +201,8 @@ async def cached_extraction(
         row = await cur.fetchone()
     if row is None:
         return None
-    facts = [Fact.model_validate(f) for f in row[0]]
-    return Extraction(facts=facts, extractor=extractor.name, cached=True)
+    operations = [Operation.model_validate(op) for op in row[0]]
+    return Extraction(operations=operations, extractor=extractor.name, cached=True)
 
 
 async def store_extraction(
@@ -207,7 +217,7 @@ async def store_extraction(
                 digest,
                 extractor.name,
                 extractor.prompt_version,
-                Jsonb([f.model_dump() for f in extraction.facts]),
+                Jsonb([op.model_dump() for op in extraction.operations]),
             ),
         )
 
@@ -226,7 +236,7 @@ async def extract(
     cached = await cached_extraction(pool, batch.checksum, extractor)
     if cached is not None or batch.seen_before:
         return cached
-    extraction = await extractor.extract(batch.episodes)
+    extraction = await extractor.extract(batch.episodes, batch.known)
     await store_extraction(pool, batch.checksum, extractor, extraction)
     fault_point("after_llm")
     return extraction
@@ -254,19 +264,19 @@ async def write(
                 # a retry after our own commit whose acknowledgement was lost: already done
                 raise _AlreadyDone()
             raise _Overlap(marked)
-        created = reinforced = 0
+        applied = Applied()
         status: Literal["completed", "skipped"] = "skipped"
         if extraction is not None:
-            created, reinforced = await fact_repo.upsert(
-                conn, scope, extraction.facts, batch.occurred_at, batch.job_id, batch.episode_ids
-            )
+            applied = await _apply(conn, batch, extraction)
             status = "completed"
         await job_repo.finish(
             conn,
             batch.job_id,
             status,
             episodes=len(batch.episodes),
-            facts=created,
+            facts=applied.created,
+            updated=applied.updated,
+            invalidated=applied.invalidated,
             checksum=batch.checksum,
             usage=usage,
             model=extraction.extractor if extraction else None,
@@ -278,8 +288,10 @@ async def write(
         outcome=status,
         job_id=batch.job_id,
         episodes=len(batch.episodes),
-        facts_created=created,
-        facts_reinforced=reinforced,
+        facts_created=applied.created,
+        facts_reinforced=applied.reinforced,
+        facts_updated=applied.updated,
+        facts_invalidated=applied.invalidated,
         extractor=extraction.extractor if extraction else None,
         cached=bool(extraction and extraction.cached),
         repairs=extraction.repairs if extraction else [],
@@ -288,6 +300,41 @@ async def write(
         llm_calls=usage.calls,
         cost_usd=usage.cost_usd,
     )
+
+
+KNOWN_FACTS = 50  # how many current facts the extractor sees (the most important)
+
+
+@dataclass
+class Applied:
+    """What a batch's operations did to the scope's memory."""
+
+    created: int = 0
+    reinforced: int = 0
+    updated: int = 0
+    invalidated: int = 0
+
+
+async def _apply(conn: Any, batch: ScopeBatch, extraction: Extraction) -> Applied:
+    """Apply the operations: write facts, then supersede what updates replaced and deletes
+    invalidated. The superseded facts stay, marked with when and by which fact and job."""
+    ops = extraction.operations
+    written = await fact_repo.upsert(
+        conn, batch.scope, extraction.facts, batch.occurred_at, batch.job_id, batch.episode_ids
+    )
+    applied = Applied(created=written.created, reinforced=written.reinforced)
+    for op in ops:
+        if op.op == "add" or op.target is None:
+            continue
+        by = written.ids.get(fact_repo.content_hash(op.content)) if op.content else None
+        if by == op.target:  # "updated" to the same fact: a reinforcement, nothing to supersede
+            continue
+        if await fact_repo.supersede(conn, batch.scope, op.target, by, batch.job_id):
+            if op.op == "update":
+                applied.updated += 1
+            else:
+                applied.invalidated += 1
+    return applied
 
 
 class _AlreadyDone(Exception):

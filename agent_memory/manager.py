@@ -249,11 +249,14 @@ class MemoryManager:
         with self._spool().connection() as conn:
             return episode_repo.insert_sync(conn, scope, stored, metadata, occurred_at)
 
-    async def facts(self, scope: Scope, *, on: date | None = None) -> list[MemoryItem]:
-        """All of a scope's facts with their current importance, most important first."""
+    async def facts(
+        self, scope: Scope, *, on: date | None = None, history: bool = False
+    ) -> list[MemoryItem]:
+        """A scope's current facts with their importance on ``on`` (today), most important
+        first; with ``history``, the facts that were superseded too."""
         pool = await self._apool()
         async with pool.connection() as conn:
-            return await fact_repo.items(conn, scope, on or decay_math.today())
+            return await fact_repo.items(conn, scope, on or decay_math.today(), history=history)
 
     # ---- the nodes -----------------------------------------------------------------------
 

@@ -88,6 +88,36 @@ class Fact(BaseModel):
     importance: float = Field(ge=0.0, le=1.0)
 
 
+class Operation(BaseModel):
+    """One change to a scope's memory, as an extractor decides it.
+
+    ``add`` a new fact (a known one, reworded or not, is reinforced instead of copied);
+    ``update`` fact ``target`` to ``content`` (the old one is kept as superseded); ``delete``
+    (invalidate) fact ``target``, which the conversation contradicts. ``target`` is a stored
+    fact id: extractors see short numbers, and map them back, so a model cannot invent ids.
+    """
+
+    op: Literal["add", "update", "delete"] = "add"
+    content: str | None = Field(default=None, min_length=1, max_length=4000)
+    importance: float = Field(default=0.5, ge=0.0, le=1.0)
+    target: int | None = None
+
+    @property
+    def fact(self) -> Fact:
+        assert self.content is not None
+        return Fact(content=self.content, importance=self.importance)
+
+
+@dataclass(frozen=True)
+class KnownFact:
+    """A current fact shown to the extractor: its short number in the prompt and its id."""
+
+    number: int
+    fact_id: int
+    content: str
+    importance: float
+
+
 class MemoryItem(BaseModel):
     """A stored fact with its importance as of the day it was read."""
 
@@ -101,6 +131,8 @@ class MemoryItem(BaseModel):
     importance_at: datetime
     created_at: datetime
     updated_at: datetime
+    superseded_at: datetime | None = None
+    superseded_by: int | None = None
 
 
 class Episode(BaseModel):
@@ -140,6 +172,8 @@ class ConsolidationJob(BaseModel):
     finished_at: datetime | None
     error: str | None
     model: str | None = None
+    facts_updated: int = 0
+    facts_invalidated: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     llm_calls: int = 0

@@ -185,7 +185,7 @@ def run(facts: int, scopes: int, iterations: int, seed_iterations: int) -> dict[
         "pass": (inject_vs_select1 <= 3 and seed_vs_inject >= 100)
         if facts >= 1_000_000 and scopes >= 10_000
         else None,
-        "inject_plan_uses_index": "memory_items_scope_rank_idx" in plan,
+        "inject_plan_uses_index": "memory_items_current_rank_idx" in plan,
     }
 
 

@@ -11,7 +11,6 @@ import pytest
 from agent_memory import MemoryManager, Scope
 from agent_memory.db import facts as fact_repo
 from agent_memory.db.migrations import current_version, load_migrations, migrate
-from agent_memory.decay import today
 from agent_memory.errors import InvalidScopeError
 from agent_memory.models import Fact
 
@@ -125,6 +124,5 @@ def test_inject_query_uses_the_scope_index(db: psycopg.Connection[Any]) -> None:
             {**Scope("u").as_dict(), "day": 20000, "min_importance": 0.1, "limit": 20},
         ).fetchall()
     )
-    assert "memory_items_scope_rank_idx" in plan
+    assert "memory_items_current_rank_idx" in plan
     assert "Sort" not in plan
-    assert today() is not None

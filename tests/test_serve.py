@@ -127,6 +127,10 @@ def test_serve_registers_schedules_and_runs_a_triggered_consolidation(
         "SELECT status, flow_run_id, episodes_processed FROM agent_memory.consolidation_jobs"
     ).fetchone()
     assert job == ("completed", run["id"], 1)
-    task_runs = api(base, "/task_runs/filter", {"flow_runs": {"id": {"any_": [run["id"]]}}})
-    names = {t["name"] for t in task_runs}
-    assert {"load [user=served]", "extract [user=served]", "write [user=served]"} <= names
+    wanted = {"load [user=served]", "extract [user=served]", "write [user=served]"}
+
+    def named() -> bool:  # the server records task runs from events, a moment after they ran
+        runs = api(base, "/task_runs/filter", {"flow_runs": {"id": {"any_": [run["id"]]}}})
+        return wanted <= {t["name"] for t in runs}
+
+    wait_for("task runs named by scope", named, 60, proc)

@@ -10,6 +10,7 @@ import hashlib
 import re
 import unicodedata
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
 
@@ -25,6 +26,7 @@ TOP = f"""
 SELECT id, content, exp(greatest(decay_rank - %(day)s * {LAMBDA}, -700)) AS importance
 FROM agent_memory.memory_items
 WHERE {SCOPE_MATCH}
+  AND superseded_at IS NULL
   AND decay_rank >= ln(%(min_importance)s) + %(day)s * {LAMBDA}
 ORDER BY decay_rank DESC
 LIMIT %(limit)s
@@ -33,9 +35,10 @@ LIMIT %(limit)s
 ITEMS = f"""
 SELECT id, user_id, agent_id, workflow_id, content,
        exp(greatest(decay_rank - %(day)s * {LAMBDA}, -700)) AS importance,
-       importance AS base_importance, importance_at, created_at, updated_at
+       importance AS base_importance, importance_at, created_at, updated_at,
+       superseded_at, superseded_by
 FROM agent_memory.memory_items
-WHERE {SCOPE_MATCH}
+WHERE {SCOPE_MATCH} AND (%(history)s OR superseded_at IS NULL)
 ORDER BY decay_rank DESC
 LIMIT %(limit)s
 """
@@ -57,8 +60,20 @@ ON CONFLICT (scope_key, content_hash) DO UPDATE SET
                           * {LAMBDA}))),
     content       = EXCLUDED.content,
     source_job_id = EXCLUDED.source_job_id,
-    updated_at    = now()
-RETURNING id, (xmax = 0) AS inserted
+    updated_at    = now(),
+    -- said again after it was superseded: it is true again
+    superseded_at = NULL,
+    superseded_by = NULL,
+    superseded_by_job = NULL
+RETURNING id, (xmax = 0) AS inserted, content_hash
+"""
+
+# Only a current fact of the same scope can be superseded (ids come from our own mapping,
+# but the scope check keeps even a wrong id from touching another scope).
+SUPERSEDE = f"""
+UPDATE agent_memory.memory_items
+SET superseded_at = now(), superseded_by = %(by)s, superseded_by_job = %(job_id)s
+WHERE id = %(id)s AND {SCOPE_MATCH} AND superseded_at IS NULL
 """
 
 # Bounded batches, so the purge never holds many row locks or one long transaction.
@@ -111,12 +126,25 @@ async def top(
 
 
 async def items(
-    conn: psycopg.AsyncConnection[Any], scope: Scope, on: date, limit: int = 1000
+    conn: psycopg.AsyncConnection[Any],
+    scope: Scope,
+    on: date,
+    limit: int = 1000,
+    *,
+    history: bool = False,
 ) -> list[MemoryItem]:
-    """The scope's facts as full records, most important first."""
+    """The scope's current facts (and superseded ones with ``history``), most important first."""
     async with conn.cursor(row_factory=dict_row) as cur:
-        await cur.execute(ITEMS, {**scope.as_dict(), "day": day_index(on), "limit": limit})
+        params = {**scope.as_dict(), "day": day_index(on), "limit": limit, "history": history}
+        await cur.execute(ITEMS, params)
         return [MemoryItem.model_validate(row) for row in await cur.fetchall()]
+
+
+@dataclass
+class UpsertResult:
+    created: int = 0
+    reinforced: int = 0
+    ids: dict[bytes, int] = field(default_factory=dict)  # content hash -> fact id
 
 
 async def upsert(
@@ -126,13 +154,14 @@ async def upsert(
     at: datetime,
     job_id: int | None,
     sources: Sequence[int] = (),
-) -> tuple[int, int]:
-    """Insert new facts and reinforce known ones; returns (created, reinforced).
+) -> UpsertResult:
+    """Insert new facts and reinforce known ones (reviving superseded ones said again).
 
     ``sources`` are the ids of the episodes the facts came from (provenance).
     """
+    result = UpsertResult()
     if not facts:
-        return 0, 0
+        return result
     params = [
         {
             **scope.as_dict(),
@@ -144,25 +173,38 @@ async def upsert(
         }
         for fact in _dedupe(facts)
     ]
-    ids: list[int] = []
-    created = reinforced = 0
     async with conn.cursor() as cur:
         await cur.executemany(UPSERT, params, returning=True)
         while True:
             row = await cur.fetchone()
             if row is not None:
-                ids.append(int(row[0]))
+                result.ids[bytes(row[2])] = int(row[0])
                 if row[1]:
-                    created += 1
+                    result.created += 1
                 else:
-                    reinforced += 1
+                    result.reinforced += 1
             if not cur.nextset():
                 break
     if sources:
         await conn.execute(
-            SOURCES, {"fact_ids": ids, "episode_ids": list(sources), "job_id": job_id}
+            SOURCES,
+            {"fact_ids": list(result.ids.values()), "episode_ids": list(sources), "job_id": job_id},
         )
-    return created, reinforced
+    return result
+
+
+async def supersede(
+    conn: psycopg.AsyncConnection[Any],
+    scope: Scope,
+    fact_id: int,
+    by: int | None,
+    job_id: int | None,
+) -> bool:
+    """Mark a current fact superseded (by fact ``by``, or invalidated when None)."""
+    cur = await conn.execute(
+        SUPERSEDE, {**scope.as_dict(), "id": fact_id, "by": by, "job_id": job_id}
+    )
+    return cur.rowcount == 1
 
 
 SOURCES = """
@@ -187,7 +229,8 @@ async def get(conn: psycopg.AsyncConnection[Any], fact_id: int, on: date) -> Mem
         await cur.execute(
             f"""SELECT id, user_id, agent_id, workflow_id, content,
                        exp(greatest(decay_rank - %(day)s * {LAMBDA}, -700)) AS importance,
-                       importance AS base_importance, importance_at, created_at, updated_at
+                       importance AS base_importance, importance_at, created_at, updated_at,
+                       superseded_at, superseded_by
                 FROM agent_memory.memory_items WHERE id = %(id)s""",
             {"id": fact_id, "day": day_index(on)},
         )

@@ -13,6 +13,7 @@ from agent_memory.models import ConsolidationJob, JobStatus, Scope
 
 _COLUMNS = """id, user_id, agent_id, workflow_id, status, episodes_processed, facts_created,
     content_checksum, extractor, flow_run_id, started_at, finished_at, error, model,
+    facts_updated, facts_invalidated,
     prompt_tokens, completion_tokens, llm_calls, latency_ms, cost_usd"""
 
 START = """
@@ -33,6 +34,7 @@ FINISH = """
 UPDATE agent_memory.consolidation_jobs
 SET status = %(status)s, episodes_processed = %(episodes)s, facts_created = %(facts)s,
     content_checksum = %(checksum)s, finished_at = now(), error = %(error)s,
+    facts_updated = %(updated)s, facts_invalidated = %(invalidated)s,
     model = %(model)s, prompt_tokens = %(prompt_tokens)s, completion_tokens = %(completion_tokens)s,
     llm_calls = %(llm_calls)s, latency_ms = %(latency_ms)s, cost_usd = %(cost_usd)s
 WHERE id = %(job_id)s
@@ -80,6 +82,8 @@ async def finish(
     *,
     episodes: int = 0,
     facts: int = 0,
+    updated: int = 0,
+    invalidated: int = 0,
     checksum: str | None = None,
     error: str | None = None,
     usage: Usage | None = None,
@@ -94,6 +98,8 @@ async def finish(
             "status": status,
             "episodes": episodes,
             "facts": facts,
+            "updated": updated,
+            "invalidated": invalidated,
             "checksum": checksum,
             "error": error[:MAX_ERROR_CHARS] if error else None,
             "model": model,

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from agent_memory.models import Episode, Fact
+from agent_memory.models import Episode, Fact, KnownFact, Operation
 
 
 @dataclass
@@ -24,22 +24,30 @@ class Usage:
 
 @dataclass
 class Extraction:
-    """Facts extracted from a batch of episodes, and what was repaired in the model's answer."""
+    """What an extractor decided for a batch of episodes: operations on the scope's memory,
+    and what was repaired in the model's answer."""
 
-    facts: list[Fact]
+    operations: list[Operation]
     extractor: str
     repairs: list[str] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     cached: bool = False
 
+    @property
+    def facts(self) -> list[Fact]:
+        """The facts added or written by updates."""
+        return [op.fact for op in self.operations if op.op != "delete"]
+
 
 class Extractor(Protocol):
-    """Anything that turns episodes into facts."""
+    """Anything that turns episodes (and the scope's current facts) into operations."""
 
     name: str
     prompt_version: str
 
-    async def extract(self, episodes: Sequence[Episode]) -> Extraction: ...
+    async def extract(
+        self, episodes: Sequence[Episode], known: Sequence[KnownFact] = ()
+    ) -> Extraction: ...
 
 
 def checksum(episodes: Sequence[Episode]) -> str:

@@ -15,9 +15,9 @@ from typing import Any
 
 from agent_memory.errors import ExtractionError, TransientExtractionError
 from agent_memory.extraction.base import Extraction, Usage
-from agent_memory.extraction.parse import parse_facts
+from agent_memory.extraction.parse import parse_operations
 from agent_memory.extraction.prompt import PROMPT_VERSION, build_messages
-from agent_memory.models import Episode
+from agent_memory.models import Episode, KnownFact
 from agent_memory.redact import redact
 from agent_memory.settings import LLMSettings
 
@@ -105,7 +105,9 @@ class LLMExtractor:
             calls=1,
         )
 
-    async def extract(self, episodes: Sequence[Episode]) -> Extraction:
-        text, usage = await self.complete(build_messages(episodes))
-        facts, repairs = parse_facts(text)
-        return Extraction(facts=facts, extractor=self.name, repairs=repairs, usage=usage)
+    async def extract(
+        self, episodes: Sequence[Episode], known: Sequence[KnownFact] = ()
+    ) -> Extraction:
+        text, usage = await self.complete(build_messages(episodes, known))
+        operations, repairs = parse_operations(text, known)
+        return Extraction(operations=operations, extractor=self.name, repairs=repairs, usage=usage)

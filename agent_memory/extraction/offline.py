@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from agent_memory.extraction.base import Extraction, Usage
 from agent_memory.extraction.parse import MAX_FACT_CHARS
 from agent_memory.messages import role_and_text
-from agent_memory.models import Episode, Fact
+from agent_memory.models import Episode, Fact, KnownFact, Operation
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+|;\s*|,?\s+and\s+(?=(?:I|we|my|our)\b)", re.I)
 _GREETING = re.compile(r"^(?:hi|hello|hey|thanks|thank you|ok|okay)\b[\s!,.]*", re.I)
@@ -117,22 +117,99 @@ def facts_from_text(text: str) -> list[Fact]:
     return facts
 
 
+_STOPPED = re.compile(
+    r"^(?:I|we) (?:no longer|don'?t|do not|stopped|quit|gave up)\s+(?:use|using|run|running|"
+    r"work with|working with|like|prefer)?\s*(?P<x>.+?)(?:\s+any ?more)?$",
+    re.I,
+)
+_SWITCHED = re.compile(
+    r"^(?:I|we)(?: have|'ve)? (?:switched|moved|migrated|changed) "
+    r"from (?P<old>.+?) to (?P<new>.+)$",
+    re.I,
+)
+_ATTRIBUTE = re.compile(r"^User's (?P<k>.+?) (?:is|are) ", re.I)
+
+
+def _mentioning(known: Sequence[KnownFact], thing: str) -> list[KnownFact]:
+    thing = thing.strip().lower()
+    return [k for k in known if len(thing) >= 3 and thing in k.content.lower()]
+
+
+def operations_from_text(text: str, known: Sequence[KnownFact] = ()) -> list[Operation]:
+    """The memory changes the rules find in one user message, given the scope's facts.
+
+    "we switched from X to Y" updates the facts that mention X; "I no longer use X" invalidates
+    them; "my K is V" updates a known "User's K is ..."; everything else the rules recognise is
+    added (a fact already known is reinforced when it is written).
+    """
+    ops: list[Operation] = []
+    for raw in _SENTENCE.split(text):
+        sentence = _GREETING.sub("", raw.strip()).strip().rstrip(".!?").strip()
+        sentence = re.sub(r"^(?:actually|now|so),?\s+", "", sentence, flags=re.I)
+        if len(sentence) < 6 or sentence.endswith("?"):
+            continue
+        switched = _SWITCHED.match(sentence)
+        if switched:
+            old, new = switched["old"].strip(), _third_person(switched["new"].strip())
+            targets = _mentioning(known, old)
+            for k in targets:
+                updated = re.sub(re.escape(old), new, k.content, flags=re.I)
+                ops.append(
+                    Operation(
+                        op="update", target=k.fact_id, content=updated, importance=k.importance
+                    )
+                )
+            if not targets:
+                ops.append(Operation(op="add", content=f"User uses {new}.", importance=0.75))
+            continue
+        stopped = _STOPPED.match(sentence)
+        if stopped and _mentioning(known, stopped["x"]):
+            ops.extend(
+                Operation(op="delete", target=k.fact_id) for k in _mentioning(known, stopped["x"])
+            )
+            continue
+        for fact in facts_from_text(sentence):
+            attribute = _ATTRIBUTE.match(fact.content)
+            same = [
+                k
+                for k in known
+                if attribute and k.content.lower().startswith(attribute.group(0).lower())
+            ]
+            if same and same[0].content != fact.content:
+                ops.append(
+                    Operation(
+                        op="update",
+                        target=same[0].fact_id,
+                        content=fact.content,
+                        importance=fact.importance,
+                    )
+                )
+            else:
+                ops.append(Operation(op="add", content=fact.content, importance=fact.importance))
+    return ops
+
+
 class OfflineExtractor:
-    """Rule-based extraction with no model; named ``offline-rules`` in logs, jobs and artifacts."""
+    """Rule-based extraction with no model; named ``offline-rules`` in logs, jobs and artifacts.
+
+    It follows the same operation contract as the LLM extractor (add, update, delete).
+    """
 
     name = "offline-rules"
-    prompt_version = "rules-v1"
+    prompt_version = "rules-v2"
 
-    async def extract(self, episodes: Sequence[Episode]) -> Extraction:
+    async def extract(
+        self, episodes: Sequence[Episode], known: Sequence[KnownFact] = ()
+    ) -> Extraction:
         started = time.perf_counter()
-        facts: list[Fact] = []
+        ops: list[Operation] = []
         for episode in episodes:
             for message in episode.messages:
                 role, text = role_and_text(message)
                 if role in ("user", "human"):
-                    facts.extend(facts_from_text(text))
+                    ops.extend(operations_from_text(text, known))
         return Extraction(
-            facts=facts,
+            operations=ops,
             extractor=self.name,
             usage=Usage(latency_s=time.perf_counter() - started),
         )

@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Literal, cast
 
 from agent_memory.errors import ExtractionError
-from agent_memory.models import Fact
+from agent_memory.models import Fact, KnownFact, Operation
 
 MAX_FACT_CHARS = 1000
 MAX_FACTS = 200
@@ -134,35 +135,107 @@ def _content(raw: Any, index: int, repairs: list[str]) -> str | None:
     return cleaned
 
 
-def parse_facts(text: str, *, max_facts: int = MAX_FACTS) -> tuple[list[Fact], list[str]]:
-    """Facts from a model's answer, and the repairs made. Raises ExtractionError if unusable."""
+_OPS = {
+    "add": "add",
+    "create": "add",
+    "new": "add",
+    "update": "update",
+    "modify": "update",
+    "replace": "update",
+    "delete": "delete",
+    "remove": "delete",
+    "invalidate": "delete",
+    "none": "none",
+    "noop": "none",
+    "nothing": "none",
+    "keep": "none",
+}
+
+
+def _target(
+    item: dict[str, Any], index: int, known: dict[int, KnownFact], repairs: list[str]
+) -> KnownFact | None:
+    raw = next((item[k] for k in ("id", "target", "fact_id", "number") if k in item), None)
+    if isinstance(raw, str) and raw.strip().lstrip("[").rstrip("]").isdigit():
+        raw = int(raw.strip().lstrip("[").rstrip("]"))
+    if isinstance(raw, bool) or not isinstance(raw, int):
+        repairs.append(f"fact {index}: dropped, its id {raw!r} is not a number")
+        return None
+    if raw not in known:
+        repairs.append(f"fact {index}: dropped, it refers to fact {raw}, which was not given")
+        return None
+    return known[raw]
+
+
+def parse_operations(
+    text: str, known: Sequence[KnownFact] = (), *, max_facts: int = MAX_FACTS
+) -> tuple[list[Operation], list[str]]:
+    """Operations from a model's answer (items without ``op`` are additions), with the short
+    fact numbers mapped back to fact ids, and the repairs made.
+
+    Raises ExtractionError if the answer is unusable.
+    """
     repairs: list[str] = []
+    by_number = {k.number: k for k in known}
     items = _as_list(_load_json(text, repairs), repairs)
-    facts: list[Fact] = []
+    ops: list[Operation] = []
     for index, item in enumerate(items):
         if isinstance(item, str):
             content, importance = _content(item, index, repairs), DEFAULT_IMPORTANCE
             repairs.append(f"fact {index}: a bare string, used importance {DEFAULT_IMPORTANCE}")
-        elif isinstance(item, dict):
-            key = next((k for k in _CONTENT_KEYS if k in item), None)
-            if key is None:
-                raise ExtractionError(
-                    f"fact {index} has keys {sorted(item)[:8]} but no 'content': {item!r:.120}"
-                )
-            if key != "content":
-                repairs.append(f"fact {index}: read content from key {key!r}")
-            content = _content(item[key], index, repairs)
-            imp_key = next((k for k in _IMPORTANCE_KEYS if k in item), None)
-            importance = _importance(item.get(imp_key) if imp_key else None, index, repairs)
-        else:
+            if content is not None:
+                ops.append(Operation(op="add", content=content, importance=importance))
+            continue
+        if not isinstance(item, dict):
             raise ExtractionError(f"fact {index} is a {type(item).__name__}: {item!r:.80}")
+        raw_op = next((item[k] for k in ("op", "operation", "event", "action") if k in item), "add")
+        op = _OPS.get(str(raw_op).strip().lower())
+        if op is None:
+            raise ExtractionError(f"fact {index}: operation {raw_op!r} is not add/update/delete")
+        if op == "none":
+            continue
+        target = _target(item, index, by_number, repairs) if op != "add" else None
+        if op != "add" and target is None:
+            continue
+        if op == "delete":
+            assert target is not None
+            ops.append(Operation(op="delete", target=target.fact_id))
+            continue
+        key = next((k for k in _CONTENT_KEYS if k in item), None)
+        if key is None:
+            raise ExtractionError(
+                f"fact {index} has keys {sorted(item)[:8]} but no 'content': {item!r:.120}"
+            )
+        if key != "content":
+            repairs.append(f"fact {index}: read content from key {key!r}")
+        content = _content(item[key], index, repairs)
         if content is None:
             continue
+        imp_key = next((k for k in _IMPORTANCE_KEYS if k in item), None)
+        if imp_key is None and target is not None:
+            importance = target.importance  # an update keeps the importance it had
+        else:
+            importance = _importance(item.get(imp_key) if imp_key else None, index, repairs)
         if importance <= 0.0:
             repairs.append(f"fact {index}: dropped, its importance is 0")
             continue
-        facts.append(Fact(content=content, importance=importance))
-    if len(facts) > max_facts:
-        repairs.append(f"kept the {max_facts} most important of {len(facts)} facts")
-        facts = sorted(facts, key=lambda f: f.importance, reverse=True)[:max_facts]
-    return facts, repairs
+        ops.append(
+            Operation(
+                op=cast(Literal["add", "update"], op),
+                content=content,
+                importance=importance,
+                target=target.fact_id if target else None,
+            )
+        )
+    writes = [o for o in ops if o.op != "delete"]
+    if len(writes) > max_facts:
+        repairs.append(f"kept the {max_facts} most important of {len(writes)} facts")
+        keep = set(map(id, sorted(writes, key=lambda o: o.importance, reverse=True)[:max_facts]))
+        ops = [o for o in ops if o.op == "delete" or id(o) in keep]
+    return ops, repairs
+
+
+def parse_facts(text: str, *, max_facts: int = MAX_FACTS) -> tuple[list[Fact], list[str]]:
+    """The facts a model's answer adds (see :func:`parse_operations`)."""
+    ops, repairs = parse_operations(text, max_facts=max_facts)
+    return [op.fact for op in ops if op.op == "add"], repairs
