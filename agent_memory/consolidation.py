@@ -34,6 +34,7 @@ from agent_memory.db import facts as fact_repo
 from agent_memory.db import jobs as job_repo
 from agent_memory.db.connection import Database
 from agent_memory.decay import MIN_IMPORTANCE, today
+from agent_memory.errors import ExtractionError, TransientExtractionError
 from agent_memory.extraction.base import Extraction, Extractor, Usage, checksum
 from agent_memory.models import Episode, KnownFact, Operation, Scope
 from agent_memory.redact import redact
@@ -96,9 +97,11 @@ class ScopeBatch:
     checksum: str
     job_id: int
     seen_before: bool  # the last completed job had the same checksum: no LLM call needed
-    known: list[KnownFact] = field(
-        default_factory=list
-    )  # current facts, as the prompt numbers them
+    # the scope's current facts, numbered as the prompt shows them
+    known: list[KnownFact] = field(default_factory=list)
+    # what every extraction attempt cost, retries and failures included (the batch outlives
+    # the task's retries, so it is where the attempts add up)
+    spent: Usage = field(default_factory=Usage)
 
     @property
     def episode_ids(self) -> list[int]:
@@ -236,14 +239,22 @@ async def extract(
     cached = await cached_extraction(pool, batch.checksum, extractor)
     if cached is not None or batch.seen_before:
         return cached
-    extraction = await extractor.extract(batch.episodes, batch.known)
+    try:
+        extraction = await extractor.extract(batch.episodes, batch.known)
+    except (ExtractionError, TransientExtractionError) as exc:
+        batch.spent.add(exc.usage)  # the batch object outlives the task's retries
+        raise
+    batch.spent.add(extraction.usage)
     await store_extraction(pool, batch.checksum, extractor, extraction)
     fault_point("after_llm")
     return extraction
 
 
 async def write(
-    pool: AsyncConnectionPool, batch: ScopeBatch, extraction: Extraction | None
+    pool: AsyncConnectionPool,
+    batch: ScopeBatch,
+    extraction: Extraction | None,
+    boost: float = 0.05,
 ) -> ScopeResult:
     """Upsert facts (with their source episodes), mark episodes and finish the job, in one
     transaction.
@@ -253,7 +264,7 @@ async def write(
     episodes meanwhile, nothing is written and the job is ``skipped`` too.
     """
     scope = batch.scope
-    usage = extraction.usage if extraction and not extraction.cached else Usage()
+    usage = batch.spent
     async with pool.connection() as conn, conn.transaction():
         # a decay-factor change (rebase) must not interleave with ranks computed here
         await conn.execute("SELECT factor FROM agent_memory.decay_policy FOR SHARE")
@@ -267,7 +278,7 @@ async def write(
         applied = Applied()
         status: Literal["completed", "skipped"] = "skipped"
         if extraction is not None:
-            applied = await _apply(conn, batch, extraction)
+            applied = await _apply(conn, batch, extraction, boost)
             status = "completed"
         await job_repo.finish(
             conn,
@@ -315,12 +326,18 @@ class Applied:
     invalidated: int = 0
 
 
-async def _apply(conn: Any, batch: ScopeBatch, extraction: Extraction) -> Applied:
+async def _apply(conn: Any, batch: ScopeBatch, extraction: Extraction, boost: float) -> Applied:
     """Apply the operations: write facts, then supersede what updates replaced and deletes
     invalidated. The superseded facts stay, marked with when and by which fact and job."""
     ops = extraction.operations
     written = await fact_repo.upsert(
-        conn, batch.scope, extraction.facts, batch.occurred_at, batch.job_id, batch.episode_ids
+        conn,
+        batch.scope,
+        extraction.facts,
+        batch.occurred_at,
+        batch.job_id,
+        batch.episode_ids,
+        boost=boost,
     )
     applied = Applied(created=written.created, reinforced=written.reinforced)
     for op in ops:
@@ -349,11 +366,14 @@ class _Overlap(Exception):
 
 
 async def write_or_yield(
-    pool: AsyncConnectionPool, batch: ScopeBatch, extraction: Extraction | None
+    pool: AsyncConnectionPool,
+    batch: ScopeBatch,
+    extraction: Extraction | None,
+    boost: float = 0.05,
 ) -> ScopeResult:
     """:func:`write`, turning an overlap with another run into a ``skipped`` job."""
     try:
-        return await write(pool, batch, extraction)
+        return await write(pool, batch, extraction, boost)
     except _AlreadyDone:
         async with pool.connection() as conn:
             job = await job_repo.get(conn, batch.job_id)
@@ -378,10 +398,22 @@ async def fail(
     job_id: int | None,
     error: BaseException,
     secrets: list[str | None],
+    batch: ScopeBatch | None = None,
 ) -> ScopeResult:
-    """Record a failed scope: its job row says why; its episodes stay pending."""
+    """Record a failed scope: its job row says why and what it cost; its episodes stay
+    pending."""
     message = redact(f"{type(error).__name__}: {error}", secrets)
+    spent = batch.spent if batch is not None else Usage()
     if job_id is not None:
         async with pool.connection() as conn:
-            await job_repo.finish(conn, job_id, "failed", error=message)
-    return ScopeResult(scope, "failed", job_id, error=message)
+            await job_repo.finish(conn, job_id, "failed", error=message, usage=spent)
+    return ScopeResult(
+        scope,
+        "failed",
+        job_id,
+        error=message,
+        llm_calls=spent.calls,
+        prompt_tokens=spent.prompt_tokens,
+        completion_tokens=spent.completion_tokens,
+        cost_usd=spent.cost_usd,
+    )

@@ -6,6 +6,8 @@ callers can catch either. Messages name the bad value (never a secret).
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class AgentMemoryError(Exception):
     """Base class of every agent-memory error."""
@@ -28,11 +30,18 @@ class EpisodeTooLargeError(InvalidMessageError):
 
 
 class ExtractionError(AgentMemoryError, RuntimeError):
-    """The extractor's answer could not be turned into valid facts (a permanent failure)."""
+    """The extractor's answer could not be turned into valid facts (a permanent failure).
+
+    ``usage`` is what the failed attempt cost (a model that answered badly is still paid).
+    """
+
+    usage: Any = None
 
 
 class TransientExtractionError(AgentMemoryError, RuntimeError):
     """The extractor failed in a way a retry may fix (rate limit, 5xx, timeout, connection)."""
+
+    usage: Any = None
 
 
 class MigrationError(AgentMemoryError, RuntimeError):

@@ -89,6 +89,9 @@ class MemorySettings(BaseSettings):
     inject_limit: int = Field(default=20, ge=1, le=1000)
     decay_factor: float = Field(default=0.95, gt=0.0, lt=1.0)
     purge_threshold: float = Field(default=0.05, gt=0.0, lt=1.0)
+    reinforce_boost: float = Field(
+        default=0.05, ge=0.0, le=1.0, description="added to a fact's importance when said again"
+    )
     max_episode_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
 
 

@@ -60,9 +60,11 @@ async def _one_scope(
     limit: asyncio.Semaphore,
     params: ConsolidationParams,
     secrets: list[str | None],
+    boost: float,
 ) -> ScopeResult:
     label = scope.label
     job_id: int | None = None
+    batch = None
     async with limit:
         if not await claims.claim(scope):  # a live run is consolidating this scope right now
             return ScopeResult(scope, "busy")
@@ -74,10 +76,10 @@ async def _one_scope(
                 return ScopeResult(scope, "empty")
             job_id = batch.job_id
             extraction = await extract_facts(pool, batch, extractor, label)
-            return await write_scope(pool, batch, extraction, label)
+            return await write_scope(pool, batch, extraction, label, boost)
         except Exception as exc:
             try:
-                return await record_failure(pool, scope, job_id, exc, secrets, label)
+                return await record_failure(pool, scope, job_id, exc, secrets, label, batch)
             except Exception as again:  # the database itself is gone: report, do not hide
                 logging.getLogger(__name__).error(
                     "could not record failure of %s: %s", label, again
@@ -130,6 +132,7 @@ async def consolidation_flow(
     )
     only = params.scope.to_scope() if params.scope else None
     concurrency = settings.llm.max_concurrency
+    boost = settings.memory.reinforce_boost
     async with open_pool(
         settings, max_size=min(settings.db.pool_max_size, concurrency + 1)
     ) as pool:
@@ -140,7 +143,7 @@ async def consolidation_flow(
             results = list(
                 await asyncio.gather(
                     *(
-                        _one_scope(pool, claims, s, extractor, limit, params, secrets)
+                        _one_scope(pool, claims, s, extractor, limit, params, secrets, boost)
                         for s in scopes
                     )
                 )

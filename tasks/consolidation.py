@@ -64,9 +64,13 @@ async def extract_facts(
 
 @task(name="write-facts", task_run_name="write [{scope_label}]", **STEP, **DB_RETRIES)
 async def write_scope(
-    pool: AsyncConnectionPool, batch: ScopeBatch, extraction: Extraction | None, scope_label: str
+    pool: AsyncConnectionPool,
+    batch: ScopeBatch,
+    extraction: Extraction | None,
+    scope_label: str,
+    boost: float = 0.05,
 ) -> ScopeResult:
-    result = await steps.write_or_yield(pool, batch, extraction)
+    result = await steps.write_or_yield(pool, batch, extraction, boost)
     get_run_logger().info(
         "job %d %s: %d episode(s), %d new fact(s), %d reinforced",
         batch.job_id,
@@ -86,7 +90,8 @@ async def record_failure(
     error: BaseException,
     secrets: list[str | None],
     scope_label: str,
+    batch: ScopeBatch | None = None,
 ) -> ScopeResult:
-    result = await steps.fail(pool, scope, job_id, error, secrets)
+    result = await steps.fail(pool, scope, job_id, error, secrets, batch)
     get_run_logger().error("job %s failed; episodes stay pending: %s", job_id, result.error)
     return result

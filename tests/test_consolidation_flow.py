@@ -165,6 +165,12 @@ async def test_transient_fault_is_retried_then_succeeds(
         assert (await manager.inject(Scope(user_id="retry"))).injected_facts == [
             "User is persistent."
         ]
+        # every attempt is counted in the job's cost, not just the one that succeeded
+        assert db.execute(
+            "SELECT llm_calls, prompt_tokens, completion_tokens, model FROM "
+            "agent_memory.consolidation_jobs"
+        ).fetchone() == (3, 100, 20, "openai/test-model")
+        assert (summary["llm_calls"], summary["prompt_tokens"]) == (3, 100)
     finally:
         await manager.close()
 
@@ -190,6 +196,9 @@ async def test_unusable_answer_fails_the_job_without_retry(
         await manager.close()
     assert summary["failed"] == 1
     assert fake_llm.calls == 1  # a bad answer is permanent: no retry
+    assert db.execute(
+        "SELECT llm_calls, prompt_tokens, completion_tokens FROM agent_memory.consolidation_jobs"
+    ).fetchone() == (1, 100, 20)  # an unusable answer is still paid for
     job = jobs(db)[0]
     assert job[1] == "failed" and needle in job[6]
     assert pending(db) == ["garbage"]

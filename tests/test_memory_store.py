@@ -76,8 +76,14 @@ async def test_same_fact_twice_is_one_row_reinforced(manager: MemoryManager) -> 
     await add_facts(manager, scope, [("user likes   TEA", 0.4)])
     items = await manager.facts(scope)
     assert len(items) == 1
-    assert items[0].importance == pytest.approx(0.5 * 0.95**20 if 0.5 * 0.95**20 > 0.4 else 0.4)
+    # reinforced: the higher of the two (0.5 faded over 20 days is 0.18; the new 0.4) plus the
+    # 0.05 boost, and the decay clock restarted at the new mention
+    assert items[0].importance == pytest.approx(0.4 + 0.05)
+    assert items[0].importance_at.date() == datetime.now(UTC).date()
     assert items[0].content == "user likes   TEA"
+    await add_facts(manager, scope, [("User likes tea", 0.2)])
+    (again,) = await manager.facts(scope)
+    assert again.importance == pytest.approx(0.5)
 
 
 async def test_record_then_read_back(manager: MemoryManager, db: psycopg.Connection[Any]) -> None:

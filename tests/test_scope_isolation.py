@@ -63,6 +63,7 @@ def test_each_scope_sees_exactly_its_own_facts(
                     "importance": 0.5,
                     "at": now,
                     "job_id": None,
+                    "boost": 0.05,
                 },
             )
     for i, scope in enumerate(scopes):

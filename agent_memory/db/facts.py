@@ -43,8 +43,13 @@ ORDER BY decay_rank DESC
 LIMIT %(limit)s
 """
 
-# A fact mentioned again is reinforced, not copied: it keeps the higher of its current and its
-# new importance, and its decay clock restarts at the newer mention.
+# A fact mentioned again is reinforced, not copied: its importance is raised and its decay
+# clock restarts at the newer mention (both evaluated on the row's values before the update).
+_REINFORCED = f"""least(1.0, exp(greatest(-700,
+        greatest(m.decay_rank, EXCLUDED.decay_rank)
+        - agent_memory.day_index(greatest(m.importance_at, EXCLUDED.importance_at)) * {LAMBDA}))
+        + %(boost)s)"""
+
 UPSERT = f"""
 INSERT INTO agent_memory.memory_items AS m
     (user_id, agent_id, workflow_id, content, content_hash, importance, importance_at,
@@ -53,11 +58,13 @@ VALUES (%(user_id)s, %(agent_id)s, %(workflow_id)s, %(content)s, %(content_hash)
         %(importance)s, %(at)s,
         ln(%(importance)s) + agent_memory.day_index(%(at)s) * {LAMBDA}, %(job_id)s)
 ON CONFLICT (scope_key, content_hash) DO UPDATE SET
-    decay_rank    = greatest(m.decay_rank, EXCLUDED.decay_rank),
+    -- the clock restarts at the latest mention; the importance there is the higher of the
+    -- two mentions' (decayed to that day) plus the reinforcement boost
     importance_at = greatest(m.importance_at, EXCLUDED.importance_at),
-    importance    = least(1.0, exp(greatest(-700, greatest(m.decay_rank, EXCLUDED.decay_rank)
-                        - agent_memory.day_index(greatest(m.importance_at, EXCLUDED.importance_at))
-                          * {LAMBDA}))),
+    importance    = {_REINFORCED},
+    decay_rank    = ln({_REINFORCED})
+                    + agent_memory.day_index(greatest(m.importance_at, EXCLUDED.importance_at))
+                      * {LAMBDA},
     content       = EXCLUDED.content,
     source_job_id = EXCLUDED.source_job_id,
     updated_at    = now(),
@@ -154,10 +161,12 @@ async def upsert(
     at: datetime,
     job_id: int | None,
     sources: Sequence[int] = (),
+    boost: float = 0.05,
 ) -> UpsertResult:
     """Insert new facts and reinforce known ones (reviving superseded ones said again).
 
-    ``sources`` are the ids of the episodes the facts came from (provenance).
+    ``sources`` are the ids of the episodes the facts came from (provenance); ``boost`` is
+    added to a reinforced fact's importance (capped at 1).
     """
     result = UpsertResult()
     if not facts:
@@ -170,6 +179,7 @@ async def upsert(
             "importance": max(fact.importance, MIN_IMPORTANCE),
             "at": at,
             "job_id": job_id,
+            "boost": boost,
         }
         for fact in _dedupe(facts)
     ]

@@ -83,10 +83,14 @@ class LLMExtractor:
             )
         except _transient_types(litellm) as exc:
             message = redact(f"{type(exc).__name__}: {exc}", self._secrets())
-            raise TransientExtractionError(f"LLM call to {s.model} failed: {message}") from None
+            error: Exception = TransientExtractionError(f"LLM call to {s.model} failed: {message}")
+            error.usage = Usage(calls=1, latency_s=time.perf_counter() - started)  # type: ignore[attr-defined]
+            raise error from None
         except Exception as exc:
             message = redact(f"{type(exc).__name__}: {exc}", self._secrets())
-            raise ExtractionError(f"LLM call to {s.model} failed: {message}") from None
+            error = ExtractionError(f"LLM call to {s.model} failed: {message}")
+            error.usage = Usage(calls=1, latency_s=time.perf_counter() - started)  # type: ignore[attr-defined]
+            raise error from None
         latency = time.perf_counter() - started
         choice = response.choices[0]
         text = choice.message.content or ""
@@ -109,5 +113,9 @@ class LLMExtractor:
         self, episodes: Sequence[Episode], known: Sequence[KnownFact] = ()
     ) -> Extraction:
         text, usage = await self.complete(build_messages(episodes, known))
-        operations, repairs = parse_operations(text, known)
+        try:
+            operations, repairs = parse_operations(text, known)
+        except ExtractionError as exc:
+            exc.usage = usage  # the unusable answer was still paid for
+            raise
         return Extraction(operations=operations, extractor=self.name, repairs=repairs, usage=usage)
