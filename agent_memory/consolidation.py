@@ -36,6 +36,7 @@ from agent_memory.db.connection import Database
 from agent_memory.decay import MIN_IMPORTANCE, today
 from agent_memory.errors import ExtractionError, TransientExtractionError
 from agent_memory.extraction.base import Extraction, Extractor, Usage, checksum
+from agent_memory.extraction.prompt import format_episodes
 from agent_memory.models import Episode, KnownFact, Operation, Scope
 from agent_memory.redact import redact
 
@@ -102,6 +103,7 @@ class ScopeBatch:
     # what every extraction attempt cost, retries and failures included (the batch outlives
     # the task's retries, so it is where the attempts add up)
     spent: Usage = field(default_factory=Usage)
+    notes: list[str] = field(default_factory=list)  # e.g. an oversize episode that was cut
 
     @property
     def episode_ids(self) -> list[int]:
@@ -133,12 +135,14 @@ class ScopeResult:
     completion_tokens: int = 0
     llm_calls: int = 0
     cost_usd: float | None = None
+    batches: int = 1
 
     def row(self) -> dict[str, Any]:
         return {
             "scope": self.scope.label,
             "outcome": self.outcome,
             "job": self.job_id,
+            "batches": self.batches,
             "episodes": self.episodes,
             "facts_created": self.facts_created,
             "facts_reinforced": self.facts_reinforced,
@@ -161,14 +165,58 @@ async def find_scopes(pool: AsyncConnectionPool, only: Scope | None, limit: int)
         return await episode_repo.pending_scopes(conn, limit=limit)
 
 
+def _truncated(episode: Episode, ratio: float) -> Episode:
+    """A copy of ``episode`` whose message texts are cut to ``ratio`` of their length."""
+    messages = []
+    for message in episode.messages:
+        content = message.get("content")
+        if isinstance(content, str) and len(content) > 40:
+            keep = max(20, int(len(content) * ratio))
+            message = {**message, "content": content[:keep] + " [...truncated]"}
+        messages.append(message)
+    return episode.model_copy(update={"messages": messages})
+
+
+def select_batch(
+    episodes: list[Episode], extractor: Extractor, budget: int
+) -> tuple[list[Episode], list[str]]:
+    """The oldest episodes that fit in ``budget`` tokens (at least one), and notes.
+
+    An episode larger than the whole budget goes alone, cut to fit, with a note: it is never
+    dropped silently (the stored episode keeps its full text).
+    """
+    chosen: list[Episode] = []
+    notes: list[str] = []
+    used = 0
+    for episode in episodes:
+        tokens = extractor.count_tokens(format_episodes([episode]))
+        if tokens > budget:
+            if chosen:
+                break  # it goes alone, in the next batch
+            cut = _truncated(episode, budget / tokens * 0.9)
+            notes.append(
+                f"episode {episode.id} has {tokens} tokens, over the batch budget of {budget}: "
+                f"its text was cut to about {extractor.count_tokens(format_episodes([cut]))} "
+                "tokens for extraction (the stored episode is unchanged)"
+            )
+            return [cut], notes
+        if chosen and used + tokens > budget:
+            break
+        chosen.append(episode)
+        used += tokens
+    return chosen, notes
+
+
 async def load_batch(
     pool: AsyncConnectionPool,
     scope: Scope,
     extractor: Extractor,
     flow_run_id: str | None,
     max_episodes: int,
+    token_budget: int = 8000,
 ) -> ScopeBatch | None:
-    """Load the scope's pending episodes, checksum them and open a job row for them.
+    """Load the scope's next batch of pending episodes (oldest first, within the token
+    budget), checksum them and open a job row for them.
 
     Call only while holding the scope's claim: a job still 'running' then belongs to a run that
     died, and is failed here (taken over) in the same transaction that opens the new job.
@@ -183,13 +231,16 @@ async def load_batch(
         )
         if not pending:
             return None
-        digest = checksum(pending)
+        chosen, notes = select_batch(pending, extractor, token_budget)
+        digest = checksum(chosen)
         last = await job_repo.last_completed_checksum(conn, scope)
         job_id = await job_repo.start(conn, scope, extractor.name, flow_run_id)
         current = await fact_repo.top(conn, scope, MIN_IMPORTANCE, KNOWN_FACTS, today())
     known = [KnownFact(n, fid, content, imp) for n, (fid, content, imp) in enumerate(current, 1)]
     fault_point("after_load")
-    return ScopeBatch(scope, pending, digest, job_id, seen_before=(last == digest), known=known)
+    return ScopeBatch(
+        scope, chosen, digest, job_id, seen_before=(last == digest), known=known, notes=notes
+    )
 
 
 async def cached_extraction(
@@ -305,7 +356,7 @@ async def write(
         facts_invalidated=applied.invalidated,
         extractor=extraction.extractor if extraction else None,
         cached=bool(extraction and extraction.cached),
-        repairs=extraction.repairs if extraction else [],
+        repairs=batch.notes + (extraction.repairs if extraction else []),
         prompt_tokens=usage.prompt_tokens,
         completion_tokens=usage.completion_tokens,
         llm_calls=usage.calls,
@@ -314,6 +365,35 @@ async def write(
 
 
 KNOWN_FACTS = 50  # how many current facts the extractor sees (the most important)
+
+
+def merge(scope: Scope, results: list[ScopeResult]) -> ScopeResult:
+    """One scope's batches as one summary row: failed if any batch failed."""
+    if len(results) == 1:
+        return results[0]
+    outcomes = [r.outcome for r in results]
+    outcome: Outcome = next(
+        (o for o in ("failed", "completed", "skipped") if o in outcomes), outcomes[-1]
+    )
+    costs = [r.cost_usd for r in results if r.cost_usd is not None]
+    return ScopeResult(
+        scope=scope,
+        outcome=outcome,
+        job_id=results[-1].job_id,
+        episodes=sum(r.episodes for r in results),
+        facts_created=sum(r.facts_created for r in results),
+        facts_reinforced=sum(r.facts_reinforced for r in results),
+        facts_updated=sum(r.facts_updated for r in results),
+        facts_invalidated=sum(r.facts_invalidated for r in results),
+        extractor=next((r.extractor for r in results if r.extractor), None),
+        error=next((r.error for r in results if r.error), None),
+        repairs=[x for r in results for x in r.repairs],
+        prompt_tokens=sum(r.prompt_tokens for r in results),
+        completion_tokens=sum(r.completion_tokens for r in results),
+        llm_calls=sum(r.llm_calls for r in results),
+        cost_usd=sum(costs) if costs else None,
+        batches=len(results),
+    )
 
 
 @dataclass

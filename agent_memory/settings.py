@@ -73,6 +73,12 @@ class LLMSettings(BaseSettings):
     max_tokens: int = Field(default=2048, ge=16, le=200_000)
     timeout: float = Field(default=60.0, gt=0, le=3600)
     max_concurrency: int = Field(default=8, ge=1, le=1024)
+    batch_tokens: int = Field(
+        default=8000,
+        ge=100,
+        le=2_000_000,
+        description="conversation tokens per LLM call; a backlog goes in batches of this size",
+    )
 
     @property
     def offline(self) -> bool:

@@ -17,7 +17,7 @@ from prefect import flow, get_run_logger, runtime
 from prefect.artifacts import acreate_markdown_artifact, acreate_table_artifact
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent_memory.consolidation import ScopeClaims, ScopeResult
+from agent_memory.consolidation import ScopeClaims, ScopeResult, merge
 from agent_memory.db.connection import resolve
 from agent_memory.db.pool import open_pool
 from agent_memory.extraction import OfflineExtractor, build_extractor
@@ -43,7 +43,12 @@ class ConsolidationParams(BaseModel):
 
     scope: ScopeParam | None = Field(default=None, description="one scope; None: all of them")
     max_scopes: int = Field(default=10_000, ge=1, le=1_000_000)
-    max_episodes_per_scope: int = Field(default=1_000, ge=1, le=100_000)
+    max_episodes_per_scope: int = Field(
+        default=1_000, ge=1, le=100_000, description="episodes loaded per batch, at most"
+    )
+    max_batches_per_scope: int = Field(
+        default=100, ge=1, le=100_000, description="batches per scope in one run, at most"
+    )
 
 
 def _run_name() -> str:
@@ -62,32 +67,57 @@ async def _one_scope(
     secrets: list[str | None],
     boost: float,
 ) -> ScopeResult:
-    label = scope.label
-    job_id: int | None = None
-    batch = None
+    done: list[ScopeResult] = []
     async with limit:
         if not await claims.claim(scope):  # a live run is consolidating this scope right now
             return ScopeResult(scope, "busy")
         try:
-            batch = await load_scope_batch(
-                pool, scope, extractor, runtime.flow_run.id, params.max_episodes_per_scope, label
-            )
-            if batch is None:  # another run took them between listing and loading
-                return ScopeResult(scope, "empty")
-            job_id = batch.job_id
-            extraction = await extract_facts(pool, batch, extractor, label)
-            return await write_scope(pool, batch, extraction, label, boost)
-        except Exception as exc:
-            try:
-                return await record_failure(pool, scope, job_id, exc, secrets, label, batch)
-            except Exception as again:  # the database itself is gone: report, do not hide
-                logging.getLogger(__name__).error(
-                    "could not record failure of %s: %s", label, again
-                )
-                return ScopeResult(scope, "failed", job_id, error=redact(str(exc), secrets))
+            # a backlog goes in chronological batches, each committed on its own
+            while len(done) < params.max_batches_per_scope:
+                result = await _one_batch(pool, scope, extractor, params, secrets, boost)
+                if result is None:
+                    break
+                done.append(result)
+                if result.outcome != "completed":
+                    break
         finally:
             with contextlib.suppress(Exception):  # a dead connection has dropped the lock anyway
                 await claims.release(scope)
+    return merge(scope, done) if done else ScopeResult(scope, "empty")
+
+
+async def _one_batch(
+    pool: Any,
+    scope: Scope,
+    extractor: Any,
+    params: ConsolidationParams,
+    secrets: list[str | None],
+    boost: float,
+) -> ScopeResult | None:
+    """Load, extract and write the scope's next batch; None when nothing is pending."""
+    label = scope.label
+    batch = None
+    try:
+        batch = await load_scope_batch(
+            pool,
+            scope,
+            extractor,
+            runtime.flow_run.id,
+            params.max_episodes_per_scope,
+            label,
+            get_settings().llm.batch_tokens,
+        )
+        if batch is None:
+            return None
+        extraction = await extract_facts(pool, batch, extractor, label)
+        return await write_scope(pool, batch, extraction, label, boost)
+    except Exception as exc:
+        job_id = batch.job_id if batch is not None else None
+        try:
+            return await record_failure(pool, scope, job_id, exc, secrets, label, batch)
+        except Exception as again:  # the database itself is gone: report, do not hide
+            logging.getLogger(__name__).error("could not record failure of %s: %s", label, again)
+            return ScopeResult(scope, "failed", job_id, error=redact(str(exc), secrets))
 
 
 def summarize(results: list[ScopeResult], extractor: str) -> dict[str, Any]:

@@ -29,9 +29,12 @@ async def load_scope_batch(
     flow_run_id: str | None,
     max_episodes: int,
     scope_label: str,
+    token_budget: int = 8000,
 ) -> ScopeBatch | None:
-    batch = await steps.load_batch(pool, scope, extractor, flow_run_id, max_episodes)
+    batch = await steps.load_batch(pool, scope, extractor, flow_run_id, max_episodes, token_budget)
     if batch is not None:
+        for note in batch.notes:
+            get_run_logger().warning("%s", note)
         get_run_logger().info(
             "job %d: %d episode(s), checksum %s%s",
             batch.job_id,

@@ -60,6 +60,10 @@ class Extractor(Protocol):
         self, episodes: Sequence[Episode], known: Sequence[KnownFact] = ()
     ) -> Extraction: ...
 
+    def count_tokens(self, text: str) -> int:
+        """Tokens ``text`` takes in this extractor's prompt (batches are cut by this)."""
+        ...
+
 
 def checksum(episodes: Sequence[Episode]) -> str:
     """SHA-256 of the episodes' messages (content only, not ids or times), as in the seed."""

@@ -60,6 +60,13 @@ class LLMExtractor:
         self.settings = settings
         self.name: str = settings.model
 
+    def count_tokens(self, text: str) -> int:
+        """Tokens with litellm's counter for this model (its tokenizer, or tiktoken's)."""
+        try:
+            return int(_litellm().token_counter(model=self.name, text=text))
+        except Exception:  # a model litellm cannot count for: about four characters a token
+            return max(1, len(text) // 4)
+
     def _secrets(self) -> list[str | None]:
         key = self.settings.api_key
         return [key.get_secret_value() if key else None]

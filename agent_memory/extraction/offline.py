@@ -198,6 +198,10 @@ class OfflineExtractor:
     name = "offline-rules"
     prompt_version = "rules-v2"
 
+    def count_tokens(self, text: str) -> int:
+        """No model, no tokenizer: about four characters a token, as for English text."""
+        return max(1, len(text) // 4)
+
     async def extract(
         self, episodes: Sequence[Episode], known: Sequence[KnownFact] = ()
     ) -> Extraction:
