@@ -104,6 +104,7 @@ class ScopeBatch:
     # the task's retries, so it is where the attempts add up)
     spent: Usage = field(default_factory=Usage)
     notes: list[str] = field(default_factory=list)  # e.g. an oversize episode that was cut
+    more: bool = False  # pending episodes remain after this batch
 
     @property
     def episode_ids(self) -> list[int]:
@@ -131,6 +132,7 @@ class ScopeResult:
     cached: bool = False
     error: str | None = None
     repairs: list[str] = field(default_factory=list)
+    more: bool = False  # the scope has pending episodes after this batch
     prompt_tokens: int = 0
     completion_tokens: int = 0
     llm_calls: int = 0
@@ -239,7 +241,14 @@ async def load_batch(
     known = [KnownFact(n, fid, content, imp) for n, (fid, content, imp) in enumerate(current, 1)]
     fault_point("after_load")
     return ScopeBatch(
-        scope, chosen, digest, job_id, seen_before=(last == digest), known=known, notes=notes
+        scope,
+        chosen,
+        digest,
+        job_id,
+        seen_before=(last == digest),
+        known=known,
+        notes=notes,
+        more=len(chosen) < len(pending) or len(pending) == max_episodes,
     )
 
 
@@ -357,6 +366,7 @@ async def write(
         extractor=extraction.extractor if extraction else None,
         cached=bool(extraction and extraction.cached),
         repairs=batch.notes + (extraction.repairs if extraction else []),
+        more=batch.more,
         prompt_tokens=usage.prompt_tokens,
         completion_tokens=usage.completion_tokens,
         llm_calls=usage.calls,

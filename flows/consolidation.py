@@ -78,7 +78,7 @@ async def _one_scope(
                 if result is None:
                     break
                 done.append(result)
-                if result.outcome != "completed":
+                if result.outcome != "completed" or not result.more:
                     break
         finally:
             with contextlib.suppress(Exception):  # a dead connection has dropped the lock anyway

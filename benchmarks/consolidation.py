@@ -1,0 +1,216 @@
+"""python -m benchmarks.consolidation [--quick]
+
+Consolidation through the real Prefect flow, with litellm talking over HTTP to a loopback
+OpenAI-compatible server that answers after a fixed delay. Prints JSON:
+
+* llm_200ms  - N scopes x 5 episodes, 200 ms per LLM call, concurrency 16: wall time against
+               the ideal N * 0.2 s / 16 (bound: <= 1.15 x ideal at 1,000 scopes)
+* llm_0ms    - the same with an instant LLM: scopes per second through the flow
+* rerun      - consolidating the same content again: LLM calls (bound: 0)
+* backlog    - one scope with 2,000 episodes: prompt tokens sent / conversation tokens
+               (bound: <= 1.3), both counted with litellm's token counter
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("DO_NOT_TRACK", "1")
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("PREFECT_LOGGING_LEVEL", "ERROR")
+os.environ.setdefault("PREFECT_LOGGING_ROOT_LEVEL", "ERROR")
+os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="am-bench-prefect-"))
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
+
+import psycopg
+
+from agent_memory.db.migrations import ensure_decay_policy, migrate
+from agent_memory.settings import DatabaseSettings, LLMSettings, Settings, use_settings
+from tests.fake_llm import FakeLLM, Reply
+
+ANSWER = json.dumps([{"content": "User likes benchmarks.", "importance": 0.6}])
+
+
+def fresh_database(admin: str, name: str) -> str:
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {name}")
+    dsn = psycopg.conninfo.make_conninfo(admin, dbname=name)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        migrate(conn)
+        ensure_decay_policy(conn, 0.95)
+    return dsn
+
+
+def load_scopes(dsn: str, scopes: int, per_scope: int) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            """INSERT INTO agent_memory.episodes (user_id, messages, message_count, occurred_at)
+               SELECT 'user-' || s, jsonb_build_array(
+                        jsonb_build_object('role', 'user', 'content',
+                          'I prefer tool number ' || e || ' for project ' || s || '.'),
+                        jsonb_build_object('role', 'assistant', 'content', 'Noted.')),
+                      2, now() - (e || ' minutes')::interval
+               FROM generate_series(1, %s) AS s, generate_series(1, %s) AS e""",
+            (scopes, per_scope),
+        )
+
+
+def settings_for(dsn: str, llm: FakeLLM, concurrency: int) -> Settings:
+    return Settings(
+        db=DatabaseSettings(url=dsn, pool_min_size=1, pool_max_size=concurrency + 2),
+        llm=LLMSettings(
+            model="openai/bench-model",
+            api_base=llm.api_base,
+            api_key="sk-bench",
+            max_concurrency=concurrency,
+            timeout=30,
+        ),
+    )
+
+
+async def run_flow(settings: Settings) -> tuple[float, dict[str, Any]]:
+    from flows.consolidation import ConsolidationParams, consolidation_flow
+
+    use_settings(settings)
+    started = time.perf_counter()
+    summary = await consolidation_flow(ConsolidationParams(max_scopes=1_000_000))
+    return time.perf_counter() - started, summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.consolidation",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--quick", action="store_true", help="100 scopes, a 300-episode backlog")
+    args = parser.parse_args(argv)
+    scopes, backlog_size = (100, 300) if args.quick else (1000, 2000)
+    concurrency, delay = 16, 0.2
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pgserver
+
+        server = pgserver.get_server(
+            Path(tempfile.mkdtemp(prefix="am-bench-")) / "pgdata", cleanup_mode="delete"
+        )
+    admin = str(server.get_uri())
+    llm = FakeLLM().start()
+    result: dict[str, Any] = {"scopes": scopes, "episodes_per_scope": 5, "concurrency": concurrency}
+    try:
+        import litellm
+
+        from agent_memory.extraction.prompt import format_episodes
+        from agent_memory.models import Episode
+
+        # warm up: Prefect's ephemeral server and imports, outside the measurements
+        dsn = fresh_database(admin, "bench_warmup")
+        load_scopes(dsn, 2, 1)
+        asyncio.run(run_flow(settings_for(dsn, llm, concurrency)))
+
+        # 1. a 200 ms LLM
+        dsn = fresh_database(admin, "bench_200ms")
+        load_scopes(dsn, scopes, 5)
+        llm.reset(lambda _req: Reply(ANSWER, delay_s=delay))
+        wall, summary = asyncio.run(run_flow(settings_for(dsn, llm, concurrency)))
+        ideal = scopes * delay / concurrency
+        result["llm_200ms"] = {
+            "wall_s": round(wall, 2),
+            "ideal_s": round(ideal, 2),
+            "wall_over_ideal": round(wall / ideal, 3),
+            "bound": "<= 1.15",
+            "completed": summary["completed"],
+            "llm_calls": llm.calls,
+        }
+
+        # 2. an instant LLM
+        dsn = fresh_database(admin, "bench_0ms")
+        load_scopes(dsn, scopes, 5)
+        llm.reset(lambda _req: Reply(ANSWER))
+        wall, summary = asyncio.run(run_flow(settings_for(dsn, llm, concurrency)))
+        result["llm_0ms"] = {
+            "wall_s": round(wall, 2),
+            "scopes_per_s": round(summary["completed"] / wall, 1),
+            "completed": summary["completed"],
+        }
+
+        # 3. the same content again: every answer comes from the cache
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("UPDATE agent_memory.episodes SET consolidated = false")
+        llm.reset(lambda _req: Reply(ANSWER))
+        wall, summary = asyncio.run(run_flow(settings_for(dsn, llm, concurrency)))
+        result["rerun_unchanged"] = {
+            "llm_calls": llm.calls,
+            "bound": "== 0",
+            "completed": summary["completed"],
+            "wall_s": round(wall, 2),
+        }
+
+        # 4. a long backlog in one scope
+        dsn = fresh_database(admin, "bench_backlog")
+        load_scopes(dsn, 1, backlog_size)
+        llm.reset(lambda _req: Reply(ANSWER))
+        wall, summary = asyncio.run(run_flow(settings_for(dsn, llm, concurrency)))
+        with psycopg.connect(dsn) as conn:
+            rows = conn.execute(
+                "SELECT id, user_id, agent_id, workflow_id, messages, occurred_at, created_at,"
+                " consolidated FROM agent_memory.episodes"
+            ).fetchall()
+        cols = [
+            "id",
+            "user_id",
+            "agent_id",
+            "workflow_id",
+            "messages",
+            "occurred_at",
+            "created_at",
+            "consolidated",
+        ]
+        episodes = [Episode.model_validate(dict(zip(cols, r, strict=True))) for r in rows]
+        conversation = sum(
+            litellm.token_counter(model="gpt-4o", text=format_episodes([e])) for e in episodes
+        )
+        sent = sum(
+            litellm.token_counter(model="gpt-4o", messages=r["messages"]) for r in llm.requests
+        )
+        result["backlog"] = {
+            "episodes": backlog_size,
+            "batches": summary["results"][0]["batches"],
+            "llm_calls": llm.calls,
+            "conversation_tokens": conversation,
+            "prompt_tokens_sent": sent,
+            "sent_over_conversation": round(sent / conversation, 3),
+            "bound": "<= 1.3",
+        }
+    finally:
+        llm.stop()
+        server.cleanup()
+    full = not args.quick
+    result["pass"] = (
+        (
+            result["llm_200ms"]["wall_over_ideal"] <= 1.15
+            and result["rerun_unchanged"]["llm_calls"] == 0
+            and result["backlog"]["sent_over_conversation"] <= 1.3
+        )
+        if full
+        else None
+    )
+    json.dump(result, sys.stdout, indent=2)
+    print()
+    return 1 if result["pass"] is False else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
