@@ -260,3 +260,27 @@ async def test_dsn_password_and_api_key_stay_out_of_rows_logs_and_artifacts(
     assert password not in str(artifact.data) + json.dumps(summary)
     out, err = capfd.readouterr()
     assert password not in out + err + caplog.text
+
+
+async def test_429_waits_for_retry_after_before_the_retry(
+    llm_settings: Settings, fake_llm: FakeLLM, db: psycopg.Connection[Any]
+) -> None:
+    import time
+
+    stamps: list[float] = []
+
+    def handler(_request: dict[str, Any]) -> Reply:
+        stamps.append(time.monotonic())
+        if len(stamps) == 1:
+            return Reply("slow down", status=429, headers={"Retry-After": "1"})
+        return Reply(json.dumps([{"content": "User is patient.", "importance": 0.5}]))
+
+    fake_llm.reset(handler)
+    manager = await MemoryManager.create(settings=llm_settings, migrate=False)
+    try:
+        await manager.record(Scope(user_id="patient"), TALK)
+        summary = await manager.consolidate()
+    finally:
+        await manager.close()
+    assert summary["completed"] == 1 and len(stamps) == 2
+    assert stamps[1] - stamps[0] >= 1.0  # the provider's Retry-After was honoured

@@ -8,6 +8,7 @@ decorator), which sees :class:`TransientExtractionError` for faults worth retryi
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from collections.abc import Sequence
@@ -47,6 +48,22 @@ def _transient_types(litellm: Any) -> tuple[type[BaseException], ...]:
         "BadGatewayError",
     )
     return tuple(getattr(litellm, n) for n in names if hasattr(litellm, n))
+
+
+MAX_RETRY_AFTER_S = 60.0
+
+
+def _retry_after(exc: BaseException) -> float:
+    """Seconds from a Retry-After header (0 if none or unreadable), at most 60."""
+    headers = getattr(exc, "litellm_response_headers", None) or {}
+    response = getattr(exc, "response", None)
+    if not headers and response is not None:
+        headers = getattr(response, "headers", None) or {}
+    try:
+        value = float(headers.get("retry-after") or headers.get("Retry-After") or 0)
+    except (TypeError, ValueError, AttributeError):
+        return 0.0
+    return min(max(value, 0.0), MAX_RETRY_AFTER_S)
 
 
 class LLMExtractor:
@@ -92,6 +109,11 @@ class LLMExtractor:
             message = redact(f"{type(exc).__name__}: {exc}", self._secrets())
             error: Exception = TransientExtractionError(f"LLM call to {s.model} failed: {message}")
             error.usage = Usage(calls=1, latency_s=time.perf_counter() - started)  # type: ignore[attr-defined]
+            # the provider said when to come back: wait that long (bounded) before the task's
+            # retry, whose own backoff cannot know it
+            wait = _retry_after(exc)
+            if wait:
+                await asyncio.sleep(wait)
             raise error from None
         except Exception as exc:
             message = redact(f"{type(exc).__name__}: {exc}", self._secrets())
