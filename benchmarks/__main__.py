@@ -16,15 +16,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import statistics
 import sys
-import tempfile
 import time
-import warnings
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -33,6 +29,7 @@ from agent_memory.db import facts as fact_repo
 from agent_memory.db.migrations import ensure_decay_policy, migrate
 from agent_memory.decay import today
 from agent_memory.models import Scope
+from benchmarks.database import admin_dsn
 
 BENCH_DB = "agent_memory_bench"
 
@@ -95,20 +92,6 @@ def summary(ms: list[float]) -> dict[str, float]:
         "p95_ms": round(ms[int(len(ms) * 0.95) - 1], 4),
         "n": len(ms),
     }
-
-
-def admin_dsn() -> tuple[str, Any]:
-    url = os.environ.get("DATABASE_URL")
-    if url:
-        return url, None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import pgserver
-
-        server = pgserver.get_server(
-            Path(tempfile.mkdtemp(prefix="am-bench-")) / "pgdata", cleanup_mode="delete"
-        )
-    return str(server.get_uri()), server
 
 
 def run(facts: int, scopes: int, iterations: int, seed_iterations: int) -> dict[str, Any]:

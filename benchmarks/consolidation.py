@@ -20,8 +20,6 @@ import os
 import sys
 import tempfile
 import time
-import warnings
-from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("DO_NOT_TRACK", "1")
@@ -36,6 +34,7 @@ import psycopg
 
 from agent_memory.db.migrations import ensure_decay_policy, migrate
 from agent_memory.settings import DatabaseSettings, LLMSettings, Settings, use_settings
+from benchmarks.database import admin_dsn
 from tests.fake_llm import FakeLLM, Reply
 
 ANSWER = json.dumps([{"content": "User likes benchmarks.", "importance": 0.6}])
@@ -99,14 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     scopes, backlog_size = (100, 300) if args.quick else (1000, 2000)
     concurrency, delay = 16, 0.2
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import pgserver
-
-        server = pgserver.get_server(
-            Path(tempfile.mkdtemp(prefix="am-bench-")) / "pgdata", cleanup_mode="delete"
-        )
-    admin = str(server.get_uri())
+    admin, server = admin_dsn(use_database_url=False)
     llm = FakeLLM().start()
     result: dict[str, Any] = {"scopes": scopes, "episodes_per_scope": 5, "concurrency": concurrency}
     try:
@@ -196,7 +188,8 @@ def main(argv: list[str] | None = None) -> int:
         }
     finally:
         llm.stop()
-        server.cleanup()
+        if server is not None:
+            server.cleanup()
     full = not args.quick
     result["pass"] = (
         (

@@ -66,6 +66,7 @@ async def _one_scope(
     params: ConsolidationParams,
     secrets: list[str | None],
     boost: float,
+    token_budget: int,
 ) -> ScopeResult:
     done: list[ScopeResult] = []
     async with limit:
@@ -74,7 +75,9 @@ async def _one_scope(
         try:
             # a backlog goes in chronological batches, each committed on its own
             while len(done) < params.max_batches_per_scope:
-                result = await _one_batch(pool, scope, extractor, params, secrets, boost)
+                result = await _one_batch(
+                    pool, scope, extractor, params, secrets, boost, token_budget
+                )
                 if result is None:
                     break
                 done.append(result)
@@ -93,6 +96,7 @@ async def _one_batch(
     params: ConsolidationParams,
     secrets: list[str | None],
     boost: float,
+    token_budget: int,
 ) -> ScopeResult | None:
     """Load, extract and write the scope's next batch; None when nothing is pending."""
     label = scope.label
@@ -105,7 +109,7 @@ async def _one_batch(
             runtime.flow_run.id,
             params.max_episodes_per_scope,
             label,
-            get_settings().llm.batch_tokens,
+            token_budget,
         )
         if batch is None:
             return None
@@ -163,6 +167,7 @@ async def consolidation_flow(
     only = params.scope.to_scope() if params.scope else None
     concurrency = settings.llm.max_concurrency
     boost = settings.memory.reinforce_boost
+    budget = settings.llm.batch_tokens
     async with open_pool(
         settings, max_size=min(settings.db.pool_max_size, concurrency + 1)
     ) as pool:
@@ -173,7 +178,9 @@ async def consolidation_flow(
             results = list(
                 await asyncio.gather(
                     *(
-                        _one_scope(pool, claims, s, extractor, limit, params, secrets, boost)
+                        _one_scope(
+                            pool, claims, s, extractor, limit, params, secrets, boost, budget
+                        )
                         for s in scopes
                     )
                 )
