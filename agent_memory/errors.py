@@ -50,3 +50,15 @@ class MigrationError(AgentMemoryError, RuntimeError):
 
 class DatabaseUnavailableError(AgentMemoryError, ConnectionError):
     """No database could be reached or started."""
+
+
+class PrefectServerError(AgentMemoryError, RuntimeError):
+    """A Prefect server could not be started or did not become healthy."""
+
+
+class BackfillError(AgentMemoryError, ValueError):
+    """Historical conversations could not be imported (a bad file or line, named)."""
+
+
+class InvalidJobError(AgentMemoryError, ValueError):
+    """A job id that does not exist or cannot be acted on (named, with its status)."""

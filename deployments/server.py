@@ -1,0 +1,111 @@
+"""A local ``prefect server start`` as a child process, for `agent-memory serve`, the
+benchmarks and the end-to-end tests. It keeps its own state in SQLite under PREFECT_HOME.
+
+(Prefect's server can keep its state in PostgreSQL, but its migrations need the pg_trgm
+extension, which the embedded PostgreSQL does not ship.)
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+from agent_memory.errors import PrefectServerError
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nobody listens on right now."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class PrefectServer:
+    """A running ``prefect server start``; stop() (or leaving a ``with`` block) ends it."""
+
+    process: subprocess.Popen[bytes]
+    url: str
+    log_path: Path
+
+    @property
+    def api_url(self) -> str:
+        """What PREFECT_API_URL should be for clients of this server."""
+        return f"{self.url}/api"
+
+    def stop(self, timeout: float = 30) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def __enter__(self) -> PrefectServer:
+        return self
+
+    def __exit__(
+        self,
+        _type: type[BaseException] | None,
+        _value: BaseException | None,
+        _tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def start_prefect_server(
+    host: str = "127.0.0.1",
+    port: int | None = None,
+    *,
+    home: Path | None = None,
+    timeout: float = 180,
+) -> PrefectServer:
+    """Start ``prefect server start`` on HOST:PORT (a free port if None) and wait until its
+    health check answers.
+
+    ``home``: its PREFECT_HOME (default: the current one). Raises PrefectServerError, naming
+    the log to read, if it exits or stays unhealthy past ``timeout`` seconds.
+    """
+    port = port or free_port(host)
+    env = dict(os.environ)
+    env.pop("PREFECT_API_URL", None)  # the server must not try to talk to another one
+    env.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    env.setdefault("DO_NOT_TRACK", "1")
+    if home is not None:
+        env["PREFECT_HOME"] = str(home)
+    prefect_home = Path(env.get("PREFECT_HOME") or Path.home() / ".prefect")
+    prefect_home.mkdir(parents=True, exist_ok=True)
+    log_path = prefect_home / f"prefect-server-{port}.log"
+    prefect = shutil.which("prefect") or str(Path(sys.executable).with_name("prefect"))
+    with open(log_path, "ab") as log:  # the child keeps its own descriptor
+        process = subprocess.Popen(
+            [prefect, "server", "start", "--host", host, "--port", str(port)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+    server = PrefectServer(process, f"http://{host}:{port}", log_path)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise PrefectServerError(
+                f"prefect server on {host}:{port} exited with {process.returncode}; see {log_path}"
+            )
+        try:
+            with urllib.request.urlopen(f"{server.api_url}/health", timeout=2):
+                return server
+        except OSError:
+            time.sleep(0.5)
+    server.stop()
+    raise PrefectServerError(
+        f"prefect server on {host}:{port} did not answer within {timeout:g} s; see {log_path}"
+    )
