@@ -8,20 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
-import subprocess
-import sys
-import time
-import urllib.request
-from datetime import date, datetime
-from typing import Annotated, Any
+from datetime import UTC, date, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any, get_args
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from agent_memory.errors import AgentMemoryError
-from agent_memory.models import Scope, scope_label
+from agent_memory.models import JobStatus, Scope, scope_label
 from agent_memory.settings import Settings, use_settings
 
 app = typer.Typer(
@@ -238,15 +235,28 @@ async def _jobs(settings: Settings, status: str | None, limit: int) -> list[Any]
         return await job_repo.list_jobs(conn, status, limit)  # type: ignore[arg-type]
 
 
-JOB_STATUSES = ("running", "completed", "skipped", "failed")
+JOB_STATUSES = get_args(JobStatus)
+StatusOpt = Annotated[str | None, typer.Option(help=f"one of {', '.join(JOB_STATUSES)}")]
+LimitOpt = Annotated[int, typer.Option(min=1, max=10_000)]
+
+jobs_app = typer.Typer(help="Consolidation jobs: list them (the default), retry failed ones.")
+app.add_typer(jobs_app, name="jobs")
 
 
-@app.command()
-def jobs(
-    status: Annotated[str | None, typer.Option(help=f"one of {', '.join(JOB_STATUSES)}")] = None,
-    limit: Annotated[int, typer.Option(min=1, max=10_000)] = 50,
-) -> None:
+@jobs_app.callback(invoke_without_command=True)
+def jobs(ctx: typer.Context, status: StatusOpt = None, limit: LimitOpt = 50) -> None:
     """List consolidation jobs, newest first, with their cost (tokens, calls, latency, USD)."""
+    if ctx.invoked_subcommand is None:
+        _list_jobs(status, limit)
+
+
+@jobs_app.command("list")
+def jobs_list(status: StatusOpt = None, limit: LimitOpt = 50) -> None:
+    """List consolidation jobs, newest first, with their cost (tokens, calls, latency, USD)."""
+    _list_jobs(status, limit)
+
+
+def _list_jobs(status: str | None, limit: int) -> None:
     if status is not None and status not in JOB_STATUSES:
         errors.print(f"[red]error:[/] status {status!r} is not one of {', '.join(JOB_STATUSES)}")
         raise typer.Exit(2)
@@ -279,6 +289,50 @@ def jobs(
         f"{sum(j.completion_tokens for j in found)} out, ${total:.6f}",
         highlight=False,
     )
+
+
+async def _check_retryable(settings: Settings, job_ids: list[int]) -> None:
+    from agent_memory.db import retries as retry_repo
+    from agent_memory.db.pool import open_pool
+
+    async with open_pool(settings, max_size=1) as pool, pool.connection() as conn:
+        await retry_repo.retryable(conn, job_ids)
+
+
+@jobs_app.command("retry")
+def jobs_retry(
+    job: Annotated[
+        list[int] | None, typer.Option("--job", help="a failed or dead job's id (repeatable)")
+    ] = None,
+    all_failed: Annotated[
+        bool, typer.Option("--all", help="every failed scope, parked (dead) ones included")
+    ] = False,
+) -> None:
+    """Consolidate failed jobs' scopes again now, parked (dead) ones included.
+
+    Their failure streaks start over: attempts are counted from this retry.
+    """
+    if bool(job) == all_failed:
+        errors.print("[red]error:[/] give --job ID (repeatable) or --all, not both or neither")
+        raise typer.Exit(2)
+    _private_defaults(quiet=True)
+    try:
+        settings = _settings()
+        if job:
+            asyncio.run(_check_retryable(settings, job))
+        from flows.retry import RetryParams, retry_flow
+
+        summary = asyncio.run(retry_flow(RetryParams(job_ids=job or None, all_failed=all_failed)))
+    except AgentMemoryError as exc:
+        raise _fail(exc) from None
+    if summary["results"]:
+        console.print(_table("Retry", summary["results"]))
+    console.print(
+        f"{summary['scopes']} scope(s) retried: {summary['completed']} completed, "
+        f"{summary['skipped']} skipped, {summary['failed']} failed",
+        highlight=False,
+    )
+    raise typer.Exit(1 if summary["failed"] else 0)
 
 
 facts_app = typer.Typer(help="Inspect facts.", no_args_is_help=True)
@@ -322,38 +376,6 @@ def facts_explain(fact_id: Annotated[int, typer.Argument(help="the fact's id")])
             console.print(f"    {role}: {text[:200]}", highlight=False, soft_wrap=True)
 
 
-def _start_prefect_server(host: str, port: int) -> subprocess.Popen[bytes]:
-    prefect = shutil.which("prefect") or os.path.join(os.path.dirname(sys.executable), "prefect")
-    log_path = os.path.join(
-        os.environ.get("PREFECT_HOME", os.path.expanduser("~/.prefect")), "agent-memory-server.log"
-    )
-    os.makedirs(os.path.dirname(log_path), exist_ok=True)
-    log = open(log_path, "ab")  # noqa: SIM115 - handed to the child for its lifetime
-    proc = subprocess.Popen(
-        [prefect, "server", "start", "--host", host, "--port", str(port)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://{host}:{port}/api/health"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            errors.print(
-                f"[red]error:[/] prefect server exited with {proc.returncode}; see {log_path}"
-            )
-            raise typer.Exit(2)
-        try:
-            with urllib.request.urlopen(url, timeout=2):
-                return proc
-        except OSError:
-            time.sleep(0.5)
-    proc.terminate()
-    errors.print(
-        f"[red]error:[/] prefect server did not answer on {url} within 120 s; see {log_path}"
-    )
-    raise typer.Exit(2)
-
-
 @app.command()
 def serve(
     host: Annotated[
@@ -368,9 +390,14 @@ def serve(
     _private_defaults()
     server = None
     if not os.environ.get("PREFECT_API_URL"):
-        server = _start_prefect_server(host, port)
-        os.environ["PREFECT_API_URL"] = f"http://{host}:{port}/api"
-        console.print(f"Prefect server and UI: http://{host}:{port}")
+        from deployments.server import start_prefect_server
+
+        try:
+            server = start_prefect_server(host, port)
+        except AgentMemoryError as exc:
+            raise _fail(exc) from None
+        os.environ["PREFECT_API_URL"] = server.api_url
+        console.print(f"Prefect server and UI: {server.url}")
     _settings()
     from deployments.serve import serve_all
 
@@ -380,8 +407,160 @@ def serve(
         pass
     finally:
         if server is not None:
-            server.terminate()
-            server.wait(timeout=30)
+            server.stop()
+
+
+backfill_app = typer.Typer(help="Import and consolidate historical conversations.")
+
+
+class OnErrorChoice(StrEnum):
+    reject = "reject"
+    skip = "skip"
+
+
+app.add_typer(backfill_app, name="backfill", no_args_is_help=True)
+
+
+@backfill_app.command("import")
+def backfill_import(
+    path: Annotated[Path, typer.Argument(help="a JSON Lines file, one conversation per line")],
+    on_error: Annotated[
+        OnErrorChoice,
+        typer.Option(
+            help="reject: one bad line imports nothing; skip: report bad lines, import the rest"
+        ),
+    ] = OnErrorChoice.reject,
+) -> None:
+    """Import conversations as pending episodes (importing the same data again adds nothing).
+
+    The format is in docs/backfill.md; examples/history.jsonl is a sample.
+    """
+    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+
+    from agent_memory.backfill import import_jsonl
+    from agent_memory.db.connection import resolve
+    from agent_memory.db.pool import setup_schema
+
+    settings = _settings()
+    try:
+        database = resolve(settings.db)
+        setup_schema(database, settings.memory.decay_factor)
+        size = path.stat().st_size if path.is_file() else 0
+        with (
+            Progress(
+                "[progress.description]{task.description}",
+                BarColumn(),
+                DownloadColumn(),
+                TimeRemainingColumn(),
+                console=errors,
+                transient=True,
+            ) as bar,
+            database.connect() as conn,
+        ):
+            task = bar.add_task(f"importing {path.name}", total=size)
+            report = import_jsonl(
+                conn,
+                path,
+                on_error=on_error.value,
+                max_bytes=settings.memory.max_episode_bytes,
+                progress=lambda done: bar.update(task, completed=done),
+            )
+    except AgentMemoryError as exc:
+        raise _fail(exc) from None
+    for bad in report.bad:
+        errors.print(f"[yellow]skipped[/] {path}, {bad}", highlight=False)
+    console.print(
+        f"{report.lines} conversation(s) read: {report.inserted} imported, "
+        f"{report.duplicates} already there, {len(report.bad)} bad line(s) skipped",
+        highlight=False,
+    )
+    raise typer.Exit(1 if report.bad else 0)
+
+
+@backfill_app.command("run")
+def backfill_run(
+    since: Annotated[
+        datetime | None,
+        typer.Option(formats=["%Y-%m-%d"], help="conversations from this day (UTC)"),
+    ] = None,
+    until: Annotated[
+        datetime | None,
+        typer.Option(formats=["%Y-%m-%d"], help="conversations before this day (UTC)"),
+    ] = None,
+    user: Annotated[
+        list[str] | None, typer.Option("--user", help="only this user id (repeatable)")
+    ] = None,
+) -> None:
+    """Run the backfill flow: consolidate pending history in the window, oldest first.
+
+    Interrupt it and run it again: it carries on where it stopped.
+    """
+    import threading
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    from agent_memory.db.connection import resolve
+    from agent_memory.db.episodes import count_pending_sync
+    from agent_memory.db.pool import setup_schema
+    from agent_memory.models import Window
+
+    _private_defaults(quiet=True)
+    try:
+        window = Window(
+            since.replace(tzinfo=UTC) if since else None,
+            until.replace(tzinfo=UTC) if until else None,
+            user or None,
+        )
+        settings = _settings()
+        database = resolve(settings.db)
+        setup_schema(database, settings.memory.decay_factor)
+        from flows.backfill import BackfillParams, backfill_flow
+
+        params = BackfillParams(since=window.since, until=window.until, users=window.users)
+        with database.connect(autocommit=True) as conn:
+            total = count_pending_sync(conn, window)
+    except AgentMemoryError as exc:
+        raise _fail(exc) from None
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["summary"] = asyncio.run(backfill_flow(params))
+        except BaseException as exc:  # handed to the main thread, which reports it
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=run, name="backfill", daemon=True)
+    with (
+        Progress(
+            "[progress.description]{task.description}",
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=errors,
+            transient=True,
+        ) as bar,
+        database.connect(autocommit=True) as conn,
+    ):
+        task = bar.add_task("episodes consolidated", total=total)
+        worker.start()
+        while worker.is_alive():
+            worker.join(timeout=0.5)
+            bar.update(task, completed=max(0, total - count_pending_sync(conn, window)))
+    if "error" in outcome:
+        error = outcome["error"]
+        if isinstance(error, AgentMemoryError):
+            raise _fail(error)
+        raise error
+    summary = outcome["summary"]
+    if summary["results"]:
+        console.print(_table("Backfill", summary["results"]))
+    console.print(
+        f"{summary['pending_before']} pending episode(s) in the window; {summary['episodes']} "
+        f"consolidated over {summary['scopes']} scope(s): {summary['completed']} completed, "
+        f"{summary['failed']} failed; {summary['facts_created']} new fact(s)",
+        highlight=False,
+    )
+    raise typer.Exit(1 if summary["failed"] else 0)
 
 
 def main() -> None:

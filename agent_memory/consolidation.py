@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import signal
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 import psycopg
@@ -32,13 +32,15 @@ from psycopg_pool import AsyncConnectionPool
 from agent_memory.db import episodes as episode_repo
 from agent_memory.db import facts as fact_repo
 from agent_memory.db import jobs as job_repo
+from agent_memory.db import retries as retry_repo
 from agent_memory.db.connection import Database
 from agent_memory.decay import MIN_IMPORTANCE, today
 from agent_memory.errors import ExtractionError, TransientExtractionError
 from agent_memory.extraction.base import Extraction, Extractor, Usage, checksum
 from agent_memory.extraction.prompt import format_episodes
-from agent_memory.models import Episode, KnownFact, Operation, Scope
+from agent_memory.models import Episode, KnownFact, Operation, Scope, Window
 from agent_memory.redact import redact
+from agent_memory.settings import get_settings
 
 Outcome = Literal["completed", "skipped", "failed", "busy", "empty"]
 
@@ -138,6 +140,8 @@ class ScopeResult:
     llm_calls: int = 0
     cost_usd: float | None = None
     batches: int = 1
+    failures: int = 0  # failed attempts in a row (for a failed scope)
+    parked: bool = False  # failed too often: waits for an operator (`agent-memory jobs retry`)
 
     def row(self) -> dict[str, Any]:
         return {
@@ -159,12 +163,17 @@ class ScopeResult:
         }
 
 
-async def find_scopes(pool: AsyncConnectionPool, only: Scope | None, limit: int) -> list[Scope]:
-    """The scopes with pending episodes (just ``only`` if given and it has any)."""
+async def find_scopes(
+    pool: AsyncConnectionPool, only: Scope | None, limit: int, window: Window | None = None
+) -> list[Scope]:
+    """The scopes with pending episodes in the window (just ``only`` if given and it has
+    any). A scope whose last attempt failed waits out its backoff, and a parked one waits for
+    an operator, unless it is asked for by name (``only``)."""
     async with pool.connection() as conn:
         if only is not None:
-            return [only] if await episode_repo.load_pending(conn, only, limit=1) else []
-        return await episode_repo.pending_scopes(conn, limit=limit)
+            pending = await episode_repo.load_pending(conn, only, limit=1, window=window)
+            return [only] if pending else []
+        return await episode_repo.pending_scopes(conn, limit=limit, window=window)
 
 
 def _truncated(episode: Episode, ratio: float) -> Episode:
@@ -216,15 +225,16 @@ async def load_batch(
     flow_run_id: str | None,
     max_episodes: int,
     token_budget: int = 8000,
+    window: Window | None = None,
 ) -> ScopeBatch | None:
     """Load the scope's next batch of pending episodes (oldest first, within the token
-    budget), checksum them and open a job row for them.
+    budget and the window), checksum them and open a job row for them.
 
     Call only while holding the scope's claim: a job still 'running' then belongs to a run that
     died, and is failed here (taken over) in the same transaction that opens the new job.
     """
     async with pool.connection() as conn, conn.transaction():
-        pending = await episode_repo.load_pending(conn, scope, limit=max_episodes)
+        pending = await episode_repo.load_pending(conn, scope, limit=max_episodes, window=window)
         await job_repo.abandon_running(
             conn,
             scope,
@@ -237,7 +247,10 @@ async def load_batch(
         digest = checksum(chosen)
         last = await job_repo.last_completed_checksum(conn, scope)
         job_id = await job_repo.start(conn, scope, extractor.name, flow_run_id)
-        current = await fact_repo.top(conn, scope, MIN_IMPORTANCE, KNOWN_FACTS, today())
+        # what the scope knew when these conversations happened (a backfill replays the past:
+        # a fact from March has faded by today, but not by May)
+        as_of = min(today(), max(e.occurred_at for e in chosen).astimezone(UTC).date())
+        current = await fact_repo.top(conn, scope, MIN_IMPORTANCE, KNOWN_FACTS, as_of)
     known = [KnownFact(n, fid, content, imp) for n, (fid, content, imp) in enumerate(current, 1)]
     fault_point("after_load")
     return ScopeBatch(
@@ -352,6 +365,7 @@ async def write(
             usage=usage,
             model=extraction.extractor if extraction else None,
         )
+        await retry_repo.clear(conn, scope)  # a failure streak ends with a consolidation
         fault_point("in_write")
     fault_point("after_commit")
     return ScopeResult(
@@ -494,14 +508,27 @@ async def fail(
     pending."""
     message = redact(f"{type(error).__name__}: {error}", secrets)
     spent = batch.spent if batch is not None else Usage()
+    failure = None
     if job_id is not None:
-        async with pool.connection() as conn:
+        policy = get_settings().jobs
+        async with pool.connection() as conn, conn.transaction():
             await job_repo.finish(conn, job_id, "failed", error=message, usage=spent)
+            failure = await retry_repo.record_failure(
+                conn,
+                scope,
+                job_id,
+                message,
+                max_attempts=policy.attempts,
+                first_wait_s=policy.backoff_s,
+                max_wait_s=policy.backoff_max_s,
+            )
     return ScopeResult(
         scope,
         "failed",
         job_id,
         error=message,
+        failures=failure.failures if failure else 0,
+        parked=failure.parked if failure else False,
         llm_calls=spent.calls,
         prompt_tokens=spent.prompt_tokens,
         completion_tokens=spent.completion_tokens,

@@ -81,6 +81,28 @@ class Scope:
         return dict(zip(SCOPE_FIELDS, self.params, strict=True))
 
 
+@dataclass(frozen=True)
+class Window:
+    """Which pending episodes a run takes: those that happened in [since, until) (None: no
+    bound), of these user ids (None: any)."""
+
+    since: datetime | None = None
+    until: datetime | None = None
+    users: list[str] | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("since", "until"):
+            value = getattr(self, name)
+            if value is not None and (value.tzinfo is None or value.utcoffset() is None):
+                raise InvalidScopeError(f"{name} {value.isoformat()} has no time zone")
+        if self.since and self.until and self.since >= self.until:
+            raise InvalidScopeError(
+                f"since {self.since.isoformat()} is not before until {self.until.isoformat()}"
+            )
+        if self.users is not None and (not self.users or not all(self.users)):
+            raise InvalidScopeError(f"users {self.users!r}: give non-empty user ids, or None")
+
+
 class Fact(BaseModel):
     """A fact as an extractor returns it, before it is stored."""
 
@@ -152,7 +174,7 @@ class Episode(BaseModel):
         return Scope(self.user_id, self.agent_id, self.workflow_id)
 
 
-JobStatus = Literal["running", "completed", "skipped", "failed"]
+JobStatus = Literal["running", "completed", "skipped", "failed", "dead"]
 
 
 class ConsolidationJob(BaseModel):

@@ -101,12 +101,29 @@ class MemorySettings(BaseSettings):
     max_episode_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
 
 
+class JobSettings(BaseSettings):
+    """When a scope whose consolidation failed is tried again, and when it is parked."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="AGENT_MEMORY_JOB_", env_file=".env", extra="ignore"
+    )
+
+    attempts: int = Field(
+        default=5, ge=1, le=1000, description="failed attempts before a scope is parked (dead)"
+    )
+    backoff_s: float = Field(
+        default=300.0, ge=0.0, le=86_400.0, description="wait after the first failure; doubles"
+    )
+    backoff_max_s: float = Field(default=6 * 3600.0, ge=0.0, le=7 * 86_400.0)
+
+
 class Settings(BaseModel):
     """All settings; each part reads its own environment variables."""
 
     db: DatabaseSettings = Field(default_factory=DatabaseSettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)
     memory: MemorySettings = Field(default_factory=MemorySettings)
+    jobs: JobSettings = Field(default_factory=JobSettings)
 
 
 _override: Settings | None = None

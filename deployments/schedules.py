@@ -34,4 +34,12 @@ DECAY = Schedule(
     parameters={"params": {"batch_size": 5_000}},
 )
 
-SCHEDULES = (CONSOLIDATION, DECAY)
+RETRY = Schedule(
+    name="memory-retry-failed",
+    entrypoint="flows/retry.py:retry_flow",
+    cron="*/10 * * * *",
+    description="Consolidate again the failed scopes whose backoff has passed, every 10 minutes.",
+    parameters={"params": {"max_scopes": 10_000}},
+)
+
+SCHEDULES = (CONSOLIDATION, DECAY, RETRY)

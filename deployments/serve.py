@@ -1,4 +1,4 @@
-"""Serving both schedules from one process: no worker, no Docker, just a Prefect server."""
+"""Serving the schedules from one process: no worker, no Docker, just a Prefect server."""
 
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ from typing import Any
 
 from prefect import aserve
 
-from deployments.schedules import CONSOLIDATION, DECAY, Schedule
+from deployments.schedules import CONSOLIDATION, DECAY, RETRY, Schedule
 from flows.consolidation import consolidation_flow
 from flows.decay import decay_flow
+from flows.retry import retry_flow
 
 
 async def _deployment(flow: Any, schedule: Schedule) -> Any:
@@ -26,9 +27,10 @@ async def build_deployments() -> list[Any]:
     return [
         await _deployment(consolidation_flow, CONSOLIDATION),
         await _deployment(decay_flow, DECAY),
+        await _deployment(retry_flow, RETRY),
     ]
 
 
 async def serve_all() -> None:
-    """Register both deployments and run their scheduled flow runs until interrupted."""
+    """Register the deployments and run their scheduled flow runs until interrupted."""
     await aserve(*(await build_deployments()), print_starting_message=True)

@@ -11,17 +11,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar, cast
 
 from prefect import flow, get_run_logger, runtime
 from prefect.artifacts import acreate_markdown_artifact, acreate_table_artifact
+from prefect.events import emit_event
+from prefect.utilities.annotations import quote
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent_memory.consolidation import ScopeClaims, ScopeResult, merge
 from agent_memory.db.connection import resolve
 from agent_memory.db.pool import open_pool
 from agent_memory.extraction import OfflineExtractor, build_extractor
-from agent_memory.models import Scope
+from agent_memory.models import Scope, Window
 from agent_memory.redact import known_secrets, redact
 from agent_memory.settings import get_settings
 from flows.params import ScopeParam
@@ -34,6 +37,19 @@ from tasks.consolidation import (
 )
 
 SUMMARY_KEY = "memory-consolidation-summary"
+
+OnBatch = Callable[[ScopeResult], Awaitable[None]]
+
+T = TypeVar("T")
+
+
+def _opaque(value: T) -> T:
+    """``value`` as a task argument Prefect passes through without walking it.
+
+    A batch carries every episode's messages; Prefect would otherwise visit all of them
+    (looking for futures to wait on) at each task call, a large share of a task's cost.
+    """
+    return cast(T, quote(value))
 
 
 class ConsolidationParams(BaseModel):
@@ -67,6 +83,8 @@ async def _one_scope(
     secrets: list[str | None],
     boost: float,
     token_budget: int,
+    window: Window | None = None,
+    on_batch: OnBatch | None = None,
 ) -> ScopeResult:
     done: list[ScopeResult] = []
     async with limit:
@@ -76,11 +94,13 @@ async def _one_scope(
             # a backlog goes in chronological batches, each committed on its own
             while len(done) < params.max_batches_per_scope:
                 result = await _one_batch(
-                    pool, scope, extractor, params, secrets, boost, token_budget
+                    pool, scope, extractor, params, secrets, boost, token_budget, window
                 )
                 if result is None:
                     break
                 done.append(result)
+                if on_batch is not None:
+                    await on_batch(result)
                 if result.outcome != "completed" or not result.more:
                     break
         finally:
@@ -97,6 +117,7 @@ async def _one_batch(
     secrets: list[str | None],
     boost: float,
     token_budget: int,
+    window: Window | None = None,
 ) -> ScopeResult | None:
     """Load, extract and write the scope's next batch; None when nothing is pending."""
     label = scope.label
@@ -110,15 +131,18 @@ async def _one_batch(
             params.max_episodes_per_scope,
             label,
             token_budget,
+            window,
         )
         if batch is None:
             return None
-        extraction = await extract_facts(pool, batch, extractor, label)
-        return await write_scope(pool, batch, extraction, label, boost)
+        extraction = await extract_facts(pool, _opaque(batch), extractor, label)
+        return await write_scope(pool, _opaque(batch), _opaque(extraction), label, boost)
     except Exception as exc:
         job_id = batch.job_id if batch is not None else None
         try:
-            return await record_failure(pool, scope, job_id, exc, secrets, label, batch)
+            return await record_failure(
+                pool, scope, job_id, exc, secrets, label, _opaque(batch) if batch else None
+            )
         except Exception as again:  # the database itself is gone: report, do not hide
             logging.getLogger(__name__).error("could not record failure of %s: %s", label, again)
             return ScopeResult(scope, "failed", job_id, error=redact(str(exc), secrets))
@@ -144,11 +168,17 @@ def summarize(results: list[ScopeResult], extractor: str) -> dict[str, Any]:
     }
 
 
-@flow(name="memory-consolidation", flow_run_name=_run_name, persist_result=False)
-async def consolidation_flow(
-    params: ConsolidationParams = ConsolidationParams(),  # noqa: B008 - immutable in practice
+async def run_consolidation(
+    params: ConsolidationParams,
+    *,
+    window: Window | None = None,
+    on_batch: OnBatch | None = None,
+    summary_key: str = SUMMARY_KEY,
+    scopes: list[Scope] | None = None,
 ) -> dict[str, Any]:
-    """Consolidate pending episodes into facts, scope by scope."""
+    """The body of a consolidation run (inside a flow): every scope with pending episodes in
+    the window (or just ``scopes``), batch by batch, ``on_batch`` told of each finished batch;
+    then the artifacts, and an event per failed scope."""
     logger = get_run_logger()
     settings = get_settings()
     extractor = build_extractor(settings.llm)
@@ -171,7 +201,8 @@ async def consolidation_flow(
     async with open_pool(
         settings, max_size=min(settings.db.pool_max_size, concurrency + 1)
     ) as pool:
-        scopes = await find_pending_scopes(pool, only, params.max_scopes)
+        if scopes is None:
+            scopes = await find_pending_scopes(pool, only, params.max_scopes, window)
         limit = asyncio.Semaphore(concurrency)
         claims = await ScopeClaims.open(resolve(settings.db))
         try:
@@ -179,7 +210,17 @@ async def consolidation_flow(
                 await asyncio.gather(
                     *(
                         _one_scope(
-                            pool, claims, s, extractor, limit, params, secrets, boost, budget
+                            pool,
+                            claims,
+                            s,
+                            extractor,
+                            limit,
+                            params,
+                            secrets,
+                            boost,
+                            budget,
+                            window,
+                            on_batch,
                         )
                         for s in scopes
                     )
@@ -191,7 +232,7 @@ async def consolidation_flow(
     summary = summarize(results, extractor.name)
     await acreate_table_artifact(
         table=summary["results"] or [{"scope": "-", "outcome": "nothing pending"}],
-        key=SUMMARY_KEY,
+        key=summary_key,
         description=(
             f"{summary['scopes']} scope(s): {summary['completed']} completed, "
             f"{summary['skipped']} skipped, {summary['failed']} failed, {summary['busy']} busy; "
@@ -214,4 +255,39 @@ async def consolidation_flow(
         logger.error(
             "%d scope(s) failed; see the job rows and the run's artifacts", summary["failed"]
         )
+    for result in results:
+        if result.outcome == "failed":
+            emit_failure(result)
     return summary
+
+
+FAILED_EVENT = "memory.consolidation.failed"
+PARKED_EVENT = "memory.consolidation.parked"
+
+
+def emit_failure(result: ScopeResult) -> None:
+    """A Prefect event for a failed scope (``.parked`` once it has failed too often), for
+    automations to react to; see docs/operations.md."""
+    label = result.scope.label
+    emit_event(
+        event=PARKED_EVENT if result.parked else FAILED_EVENT,
+        resource={
+            "prefect.resource.id": f"agent-memory.scope.{label.replace(' ', ',')}",
+            "prefect.resource.name": label,
+        },
+        payload={
+            "job_id": result.job_id,
+            "error": result.error,
+            "failures": result.failures,
+            "parked": result.parked,
+            **result.scope.as_dict(),
+        },
+    )
+
+
+@flow(name="memory-consolidation", flow_run_name=_run_name, persist_result=False)
+async def consolidation_flow(
+    params: ConsolidationParams = ConsolidationParams(),  # noqa: B008 - immutable in practice
+) -> dict[str, Any]:
+    """Consolidate pending episodes into facts, scope by scope."""
+    return await run_consolidation(params)

@@ -8,15 +8,15 @@ from psycopg_pool import AsyncConnectionPool
 from agent_memory import consolidation as steps
 from agent_memory.consolidation import ScopeBatch, ScopeResult
 from agent_memory.extraction.base import Extraction, Extractor
-from agent_memory.models import Scope
+from agent_memory.models import Scope, Window
 from tasks.policy import DB_RETRIES, LLM_RETRIES, STEP
 
 
 @task(name="find-pending-scopes", **STEP, **DB_RETRIES)
 async def find_pending_scopes(
-    pool: AsyncConnectionPool, only: Scope | None, limit: int
+    pool: AsyncConnectionPool, only: Scope | None, limit: int, window: Window | None = None
 ) -> list[Scope]:
-    scopes = await steps.find_scopes(pool, only, limit)
+    scopes = await steps.find_scopes(pool, only, limit, window)
     get_run_logger().info("%d scope(s) have unconsolidated episodes", len(scopes))
     return scopes
 
@@ -30,8 +30,11 @@ async def load_scope_batch(
     max_episodes: int,
     scope_label: str,
     token_budget: int = 8000,
+    window: Window | None = None,
 ) -> ScopeBatch | None:
-    batch = await steps.load_batch(pool, scope, extractor, flow_run_id, max_episodes, token_budget)
+    batch = await steps.load_batch(
+        pool, scope, extractor, flow_run_id, max_episodes, token_budget, window
+    )
     if batch is not None:
         for note in batch.notes:
             get_run_logger().warning("%s", note)

@@ -29,6 +29,8 @@ os.environ.update(
         "AGENT_MEMORY_RETRY_LLM_ATTEMPTS": "2",
         "AGENT_MEMORY_RETRY_LLM_BACKOFF_S": "0.05",
         "AGENT_MEMORY_RETRY_DB_DELAY_S": "0.05",
+        # a failed scope may be retried at once (tests of the backoff set their own)
+        "AGENT_MEMORY_JOB_BACKOFF_S": "0",
     }
 )
 

@@ -128,3 +128,43 @@ def test_jobs_and_facts_explain(cli_env: str, db: psycopg.Connection[Any]) -> No
     assert runner.invoke(app, ["facts", "explain", "999999"]).exit_code == 2
     bad = runner.invoke(app, ["jobs", "--status", "weird"])
     assert bad.exit_code == 2 and "'weird'" in bad.output
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_backfill_import_and_run(cli_env: str, db: psycopg.Connection[Any]) -> None:
+    runner = CliRunner()
+    sample = str(ROOT / "examples" / "history.jsonl")
+    result = runner.invoke(app, ["backfill", "import", sample])
+    assert result.exit_code == 0, result.output
+    assert "3 conversation(s) read: 3 imported, 0 already there, 0 bad" in result.output
+    result = runner.invoke(app, ["backfill", "import", sample])
+    assert "0 imported, 3 already there" in result.output
+    result = runner.invoke(
+        app, ["backfill", "run", "--since", "2026-01-01", "--until", "2026-05-01"]
+    )
+    assert result.exit_code == 0, result.output
+    # alice in March and bob in April; alice's May conversation is outside the window
+    assert "2 pending episode(s) in the window; 2 consolidated over 2 scope(s)" in result.output
+    assert db.execute(
+        "SELECT count(*) FROM agent_memory.episodes WHERE NOT consolidated"
+    ).fetchone() == (1,)
+
+
+def test_backfill_bad_file_and_bad_window_are_named(cli_env: str, tmp_path: Path) -> None:
+    runner = CliRunner()
+    bad = tmp_path / "bad.jsonl"
+    good = (ROOT / "examples" / "history.jsonl").read_text().splitlines()[0]
+    bad.write_text(good + "\n{oops\n")
+    result = runner.invoke(app, ["backfill", "import", str(bad)])
+    assert result.exit_code == 2
+    assert "line 2: not valid JSON" in result.output and "nothing was imported" in result.output
+    result = runner.invoke(app, ["backfill", "import", str(bad), "--on-error", "skip"])
+    assert result.exit_code == 1  # imported the good line, reported the bad one
+    assert "1 imported" in result.output and "1 bad line(s) skipped" in result.output
+    result = runner.invoke(app, ["backfill", "import", str(bad), "--on-error", "maybe"])
+    assert result.exit_code == 2 and "maybe" in result.output
+    result = runner.invoke(
+        app, ["backfill", "run", "--since", "2026-05-01", "--until", "2026-01-01"]
+    )
+    assert result.exit_code == 2
+    assert "is not before until" in result.output

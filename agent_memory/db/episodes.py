@@ -12,7 +12,7 @@ from psycopg.types.json import Jsonb
 
 from agent_memory.db.fragments import SCOPE_MATCH
 from agent_memory.errors import InvalidScopeError
-from agent_memory.models import Episode, Scope
+from agent_memory.models import Episode, Scope, Window
 
 log = logging.getLogger(__name__)
 
@@ -24,10 +24,18 @@ VALUES (%(user_id)s, %(agent_id)s, %(workflow_id)s, %(messages)s, %(message_coun
 RETURNING id
 """
 
-PENDING_SCOPES = """
+# A run's window: conversations that happened in [since, until), of these users (NULL: any).
+IN_WINDOW = """
+    occurred_at >= coalesce(%(since)s, '-infinity'::timestamptz)
+    AND occurred_at < coalesce(%(until)s, 'infinity'::timestamptz)
+    AND (%(users)s::text[] IS NULL OR user_id = ANY(%(users)s::text[]))"""
+
+PENDING_SCOPES = f"""
 SELECT DISTINCT ON (scope_key) user_id, agent_id, workflow_id
-FROM agent_memory.episodes
-WHERE consolidated = false
+FROM agent_memory.episodes e
+WHERE consolidated = false AND {IN_WINDOW}
+  AND NOT EXISTS (SELECT 1 FROM agent_memory.scope_retries r
+                  WHERE r.scope_key = e.scope_key AND (r.parked OR r.next_attempt_at > now()))
 ORDER BY scope_key
 LIMIT %(limit)s
 """
@@ -35,9 +43,13 @@ LIMIT %(limit)s
 LOAD_PENDING = f"""
 SELECT id, user_id, agent_id, workflow_id, messages, occurred_at, created_at, consolidated
 FROM agent_memory.episodes
-WHERE consolidated = false AND {SCOPE_MATCH}
+WHERE consolidated = false AND {SCOPE_MATCH} AND {IN_WINDOW}
 ORDER BY occurred_at, id
 LIMIT %(limit)s
+"""
+
+COUNT_PENDING = f"""
+SELECT count(*) FROM agent_memory.episodes WHERE consolidated = false AND {IN_WINDOW}
 """
 
 # Only episodes still pending are marked: if another run got there first, the count tells.
@@ -96,9 +108,11 @@ async def insert(
     return int(row[0])
 
 
-async def pending_scopes(conn: psycopg.AsyncConnection[Any], limit: int = 100_000) -> list[Scope]:
-    """The scopes that have unconsolidated episodes, in a stable order."""
-    cur = await conn.execute(PENDING_SCOPES, {"limit": limit})
+async def pending_scopes(
+    conn: psycopg.AsyncConnection[Any], limit: int = 100_000, window: Window | None = None
+) -> list[Scope]:
+    """The scopes that have unconsolidated episodes (in the window), in a stable order."""
+    cur = await conn.execute(PENDING_SCOPES, {"limit": limit, **_window(window)})
     scopes: list[Scope] = []
     for row in await cur.fetchall():
         try:
@@ -109,10 +123,30 @@ async def pending_scopes(conn: psycopg.AsyncConnection[Any], limit: int = 100_00
 
 
 async def load_pending(
-    conn: psycopg.AsyncConnection[Any], scope: Scope, limit: int = 10_000
+    conn: psycopg.AsyncConnection[Any],
+    scope: Scope,
+    limit: int = 10_000,
+    window: Window | None = None,
 ) -> list[Episode]:
-    """A scope's unconsolidated episodes, oldest first."""
-    return await _episodes(conn, LOAD_PENDING, scope, limit)
+    """A scope's unconsolidated episodes (in the window), oldest first."""
+    return await _episodes(conn, LOAD_PENDING, scope, limit, _window(window))
+
+
+async def count_pending(conn: psycopg.AsyncConnection[Any], window: Window | None = None) -> int:
+    """How many episodes (in the window) wait for consolidation."""
+    cur = await conn.execute(COUNT_PENDING, _window(window))
+    row = await cur.fetchone()
+    return int(row[0]) if row else 0
+
+
+def count_pending_sync(conn: psycopg.Connection[Any], window: Window | None = None) -> int:
+    row = conn.execute(COUNT_PENDING, _window(window)).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _window(window: Window | None) -> dict[str, Any]:
+    window = window or Window()
+    return {"since": window.since, "until": window.until, "users": window.users}
 
 
 async def by_scope(
@@ -123,10 +157,14 @@ async def by_scope(
 
 
 async def _episodes(
-    conn: psycopg.AsyncConnection[Any], query: str, scope: Scope, limit: int
+    conn: psycopg.AsyncConnection[Any],
+    query: str,
+    scope: Scope,
+    limit: int,
+    extra: dict[str, Any] | None = None,
 ) -> list[Episode]:
     async with conn.cursor(row_factory=dict_row) as cur:
-        await cur.execute(query, {**scope.as_dict(), "limit": limit})
+        await cur.execute(query, {**scope.as_dict(), "limit": limit, **(extra or {})})
         return [Episode.model_validate(row) for row in await cur.fetchall()]
 
 

@@ -22,8 +22,10 @@ from agent_memory.decay import MIN_IMPORTANCE, day_index
 from agent_memory.models import Fact, MemoryItem, Scope
 
 # The inject query: one index range scan on (scope_key, decay_rank DESC), no sort, no full scan.
+# least(1, ...): seen from a day before a fact's clock started (a backfill), it has not faded
 TOP = f"""
-SELECT id, content, exp(greatest(decay_rank - %(day)s * {LAMBDA}, -700)) AS importance
+SELECT id, content, least(1.0, exp(greatest(decay_rank - %(day)s * {LAMBDA}, -700)))
+       AS importance
 FROM agent_memory.memory_items
 WHERE {SCOPE_MATCH}
   AND superseded_at IS NULL

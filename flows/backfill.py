@@ -1,0 +1,114 @@
+"""The backfill flow: consolidate imported history, a date range and a scope filter at a time.
+
+Each scope's episodes go in the order they happened, batch by batch, so later conversations
+update (or contradict) what earlier ones taught; a fact's decay clock starts at the time of the
+conversation it came from. Every batch commits on its own: interrupt a backfill and start it
+again, and it carries on with what is still pending. A progress artifact follows the run.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from typing import Any
+
+from prefect import flow, runtime
+from prefect.artifacts import acreate_progress_artifact, aupdate_progress_artifact
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
+
+from agent_memory.consolidation import ScopeResult
+from agent_memory.db.episodes import count_pending
+from agent_memory.db.pool import open_pool
+from agent_memory.models import Window
+from agent_memory.settings import get_settings
+from flows.consolidation import ConsolidationParams, run_consolidation
+from flows.params import ScopeParam
+
+SUMMARY_KEY = "memory-backfill-summary"
+PROGRESS_KEY = "memory-backfill-progress"
+_PROGRESS_EVERY_S = 1.0  # at most one progress update a second: thousands of batches per run
+
+
+class BackfillParams(BaseModel):
+    """What one backfill run covers: conversations that happened in [since, until)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    since: AwareDatetime | None = Field(default=None, description="from (inclusive); None: all")
+    until: AwareDatetime | None = Field(default=None, description="to (exclusive); None: now")
+    scope: ScopeParam | None = Field(default=None, description="one scope; None: all of them")
+    users: list[str] | None = Field(
+        default=None, min_length=1, description="only these user ids; None: any"
+    )
+    max_scopes: int = Field(default=1_000_000, ge=1, le=1_000_000)
+    max_episodes_per_scope: int = Field(default=1_000, ge=1, le=100_000)
+    max_batches_per_scope: int = Field(default=100_000, ge=1, le=100_000)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> BackfillParams:
+        self.window()  # since < until, user ids non-empty: named errors at submission
+        return self
+
+    def window(self) -> Window:
+        return Window(self.since, self.until, self.users)
+
+
+def _run_name() -> str:
+    params = runtime.flow_run.parameters.get("params")
+    since = getattr(params, "since", None)
+    until = getattr(params, "until", None)
+    scope = getattr(params, "scope", None)
+
+    def day(value: datetime | None) -> str:
+        return value.date().isoformat() if value else "…"
+
+    where = scope.to_scope().label if scope else "all scopes"
+    return f"backfill [{day(since)} to {day(until)}, {where}]"
+
+
+@flow(name="memory-backfill", flow_run_name=_run_name, persist_result=False)
+async def backfill_flow(
+    params: BackfillParams = BackfillParams(),  # noqa: B008 - immutable in practice
+) -> dict[str, Any]:
+    """Consolidate the pending history in the window, oldest first within each scope."""
+    window = params.window()
+    async with open_pool(get_settings(), max_size=1) as pool, pool.connection() as conn:
+        total = await count_pending(conn, window)
+    progress_id = await acreate_progress_artifact(
+        progress=0.0 if total else 100.0,
+        key=PROGRESS_KEY,
+        description=f"{total} pending episode(s) in the window",
+    )
+    done = 0
+    last_update = time.monotonic()
+
+    async def on_batch(result: ScopeResult) -> None:
+        nonlocal done, last_update
+        done += result.episodes
+        if time.monotonic() - last_update >= _PROGRESS_EVERY_S:
+            last_update = time.monotonic()
+            await aupdate_progress_artifact(
+                progress_id,
+                progress=min(100.0, 100.0 * done / max(total, 1)),
+                description=f"{done} of {total} episode(s) consolidated",
+            )
+
+    summary = await run_consolidation(
+        ConsolidationParams(
+            scope=params.scope,
+            max_scopes=params.max_scopes,
+            max_episodes_per_scope=params.max_episodes_per_scope,
+            max_batches_per_scope=params.max_batches_per_scope,
+        ),
+        window=window,
+        on_batch=on_batch,
+        summary_key=SUMMARY_KEY,
+    )
+    await aupdate_progress_artifact(
+        progress_id,
+        progress=min(100.0, 100.0 * done / total) if total else 100.0,
+        description=f"{done} of {total} episode(s) consolidated"
+        + (f"; {summary['failed']} scope(s) failed" if summary["failed"] else ""),
+    )
+    summary["pending_before"] = total
+    return summary

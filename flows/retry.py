@@ -1,0 +1,51 @@
+"""The retry flow: consolidate again the scopes whose last attempt failed.
+
+On its schedule it takes the failed scopes whose backoff has passed (the wait doubles after
+each failure, from ``AGENT_MEMORY_JOB_BACKOFF_S``); a scope that failed
+``AGENT_MEMORY_JOB_ATTEMPTS`` times in a row is parked (its job is ``dead``, with its last
+error) and waits for an operator: ``agent-memory jobs retry --job ID`` or ``--all`` runs this
+flow with those jobs, which forgets their failure streaks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import flow, runtime
+from pydantic import BaseModel, ConfigDict, Field
+
+from agent_memory.db.pool import open_pool
+from agent_memory.settings import get_settings
+from flows.consolidation import ConsolidationParams, run_consolidation
+from tasks.retries import find_retry_scopes
+
+SUMMARY_KEY = "memory-retry-summary"
+
+
+class RetryParams(BaseModel):
+    """Which failed scopes to retry: these jobs', every one, or (neither) those now due."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    job_ids: list[int] | None = Field(default=None, min_length=1)
+    all_failed: bool = False
+    max_scopes: int = Field(default=10_000, ge=1, le=1_000_000)
+
+
+def _run_name() -> str:
+    params = runtime.flow_run.parameters.get("params")
+    if getattr(params, "job_ids", None):
+        return f"retry [jobs {', '.join(map(str, params.job_ids))}]"
+    return "retry [all failed]" if getattr(params, "all_failed", False) else "retry [due]"
+
+
+@flow(name="memory-retry-failed", flow_run_name=_run_name, persist_result=False)
+async def retry_flow(
+    params: RetryParams = RetryParams(),  # noqa: B008 - immutable in practice
+) -> dict[str, Any]:
+    """Consolidate failed scopes again (see the module's docstring for which)."""
+    async with open_pool(get_settings(), max_size=1) as pool:
+        scopes = await find_retry_scopes(pool, params.job_ids, params.all_failed, params.max_scopes)
+    return await run_consolidation(
+        ConsolidationParams(max_scopes=params.max_scopes), scopes=scopes, summary_key=SUMMARY_KEY
+    )
