@@ -74,6 +74,14 @@ def _fail(exc: Exception) -> typer.Exit:
     return typer.Exit(2)
 
 
+def _end_run(title: str, summary: dict[str, Any], line: str) -> None:
+    """Print a consolidation run's table and one-line summary; exit 1 if a scope failed."""
+    if summary["results"]:
+        console.print(_table(title, summary["results"]))
+    console.print(line, highlight=False)
+    raise typer.Exit(1 if summary["failed"] else 0)
+
+
 @app.command()
 def demo() -> None:
     """Replay the seed's end-to-end run: two sessions, consolidation, injection, decay."""
@@ -128,15 +136,13 @@ def consolidate(
         summary = asyncio.run(consolidation_flow(params))
     except AgentMemoryError as exc:
         raise _fail(exc) from None
-    if summary["results"]:
-        console.print(_table("Consolidation", summary["results"]))
-    console.print(
+    _end_run(
+        "Consolidation",
+        summary,
         f"{summary['scopes']} scope(s): {summary['completed']} completed, "
         f"{summary['skipped']} skipped, {summary['failed']} failed; "
         f"{summary['facts_created']} new fact(s) ({summary['extractor']})",
-        highlight=False,
     )
-    raise typer.Exit(1 if summary["failed"] else 0)
 
 
 def _print_report(report: dict[str, Any]) -> None:
@@ -325,14 +331,12 @@ def jobs_retry(
         summary = asyncio.run(retry_flow(RetryParams(job_ids=job or None, all_failed=all_failed)))
     except AgentMemoryError as exc:
         raise _fail(exc) from None
-    if summary["results"]:
-        console.print(_table("Retry", summary["results"]))
-    console.print(
+    _end_run(
+        "Retry",
+        summary,
         f"{summary['scopes']} scope(s) retried: {summary['completed']} completed, "
         f"{summary['skipped']} skipped, {summary['failed']} failed",
-        highlight=False,
     )
-    raise typer.Exit(1 if summary["failed"] else 0)
 
 
 facts_app = typer.Typer(help="Inspect facts.", no_args_is_help=True)
@@ -552,15 +556,13 @@ def backfill_run(
             raise _fail(error)
         raise error
     summary = outcome["summary"]
-    if summary["results"]:
-        console.print(_table("Backfill", summary["results"]))
-    console.print(
+    _end_run(
+        "Backfill",
+        summary,
         f"{summary['pending_before']} pending episode(s) in the window; {summary['episodes']} "
         f"consolidated over {summary['scopes']} scope(s): {summary['completed']} completed, "
         f"{summary['failed']} failed; {summary['facts_created']} new fact(s)",
-        highlight=False,
     )
-    raise typer.Exit(1 if summary["failed"] else 0)
 
 
 def main() -> None:

@@ -52,6 +52,15 @@ DEFAULT_FACTS = json.dumps(
 )
 
 
+def facts_answer(request: dict[str, Any]) -> Reply:
+    """One fact per user line of the prompt, named after its text, so facts are checkable."""
+    prompt = request["messages"][-1]["content"]
+    lines = [line for line in prompt.splitlines() if line.startswith("USER: ")]
+    return Reply(
+        json.dumps([{"content": f"User said {line[6:]}", "importance": 0.7} for line in lines])
+    )
+
+
 class FakeLLM:
     """The server; start() binds 127.0.0.1 on a free port."""
 

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -20,7 +18,8 @@ from agent_memory.errors import BackfillError, InvalidScopeError
 from agent_memory.models import Window
 from agent_memory.settings import Settings
 from flows.backfill import PROGRESS_KEY, BackfillParams, backfill_flow
-from tests.fake_llm import FakeLLM, Reply
+from tests.fake_llm import FakeLLM, facts_answer
+from tests.processes import run_python
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "examples" / "history.jsonl"
@@ -234,18 +233,10 @@ BACKFILL = (
 )
 
 
-def facts_answer(request: dict[str, Any]) -> Reply:
-    prompt = request["messages"][-1]["content"]
-    said = [x[6:] for x in prompt.splitlines() if x.startswith("USER: ")]
-    return Reply(json.dumps([{"content": f"User said {s}", "importance": 0.7} for s in said]))
-
-
 @pytest.mark.usefixtures("prefect_harness")
 def test_an_interrupted_backfill_resumes_without_redoing_work(
     llm_settings: Settings, fake_llm: FakeLLM, db: psycopg.Connection[Any], tmp_path: Path
 ) -> None:
-    from prefect.settings import PREFECT_API_URL
-
     from agent_memory.consolidation import FAULT_ENV
 
     start = datetime(2026, 1, 1, tzinfo=UTC)
@@ -258,24 +249,9 @@ def test_an_interrupted_backfill_resumes_without_redoing_work(
     ]
     import_jsonl(db, write(tmp_path, *lines))
     fake_llm.reset(facts_answer)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
-    env.update(
-        DATABASE_URL=llm_settings.db.url.get_secret_value(),  # type: ignore[union-attr]
-        PREFECT_API_URL=str(PREFECT_API_URL.value()),
-        AGENT_MEMORY_LLM_MODEL=llm_settings.llm.model or "",
-        AGENT_MEMORY_LLM_API_BASE=llm_settings.llm.api_base or "",
-        AGENT_MEMORY_LLM_API_KEY=llm_settings.llm.api_key.get_secret_value(),  # type: ignore[union-attr]
-    )
 
     def backfill(**extra: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-c", BACKFILL],
-            cwd=ROOT,
-            env={**env, **extra},
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
+        return run_python(BACKFILL, llm_settings, **extra)
 
     # killed (SIGKILL) right after its first batch of two episodes committed
     killed = backfill(**{FAULT_ENV: "after_commit"})

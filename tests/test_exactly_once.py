@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +15,8 @@ from agent_memory import MemoryManager, Scope
 from agent_memory.consolidation import FAULT_ENV, FAULT_POINTS
 from agent_memory.settings import DatabaseSettings, Settings, use_settings
 from flows.consolidation import ConsolidationParams, consolidation_flow
-from tests.fake_llm import FakeLLM, Reply
+from tests.fake_llm import FakeLLM, Reply, facts_answer
+from tests.processes import run_python
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,35 +28,8 @@ RUN_FLOW = (
 )
 
 
-def facts_answer(request: dict[str, Any]) -> Reply:
-    """One fact per episode, named after the episode's text, so facts are checkable."""
-    prompt = request["messages"][-1]["content"]
-    lines = [line for line in prompt.splitlines() if line.startswith("USER: ")]
-    return Reply(
-        json.dumps([{"content": f"User said {line[6:]}", "importance": 0.7} for line in lines])
-    )
-
-
 def run_killed_flow(settings: Settings, point: str) -> subprocess.CompletedProcess[str]:
-    from prefect.settings import PREFECT_API_URL
-
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
-    env.update(
-        DATABASE_URL=settings.db.url.get_secret_value(),  # type: ignore[union-attr]
-        PREFECT_API_URL=str(PREFECT_API_URL.value()),
-        AGENT_MEMORY_LLM_MODEL=settings.llm.model or "",
-        AGENT_MEMORY_LLM_API_BASE=settings.llm.api_base or "",
-        AGENT_MEMORY_LLM_API_KEY=settings.llm.api_key.get_secret_value(),  # type: ignore[union-attr]
-        **{FAULT_ENV: point},
-    )
-    return subprocess.run(
-        [sys.executable, "-c", RUN_FLOW],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    return run_python(RUN_FLOW, settings, **{FAULT_ENV: point})
 
 
 def check_exactly_once(db: psycopg.Connection[Any], episodes: int) -> None:

@@ -1,0 +1,38 @@
+"""Running flows in a child process (to kill it mid-run), with the test's settings."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from agent_memory.settings import Settings
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_python(code: str, settings: Settings, **extra_env: str) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a fresh interpreter against this test's database, LLM and Prefect
+    server; a SIGKILLed child returns -9."""
+    from prefect.settings import PREFECT_API_URL
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
+    env.update(
+        DATABASE_URL=settings.db.url.get_secret_value(),  # type: ignore[union-attr]
+        PREFECT_API_URL=str(PREFECT_API_URL.value()),
+        AGENT_MEMORY_LLM_MODEL=settings.llm.model or "",
+        AGENT_MEMORY_LLM_API_BASE=settings.llm.api_base or "",
+        AGENT_MEMORY_LLM_API_KEY=(
+            settings.llm.api_key.get_secret_value() if settings.llm.api_key else ""
+        ),
+        **extra_env,
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
