@@ -3,15 +3,10 @@ schedules and limits, and a triggered consolidation run completes through the se
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,47 +15,10 @@ import psycopg
 import pytest
 
 from deployments.schedules import SCHEDULES
+from deployments.server import free_port
+from tests.prefect_api import api, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def api(base: str, path: str, body: dict[str, Any] | None = None) -> Any:
-    """One Prefect API call; a busy server's 503 (its SQLite is locked) is retried."""
-    request = urllib.request.Request(
-        f"{base}{path}",
-        data=json.dumps(body).encode() if body is not None else None,
-        headers={"Content-Type": "application/json"},
-        method="POST" if body is not None else "GET",
-    )
-    for attempt in range(30):
-        try:
-            with urllib.request.urlopen(request, timeout=10) as response:
-                return json.loads(response.read() or b"null")
-        except urllib.error.HTTPError as exc:
-            if exc.code != 503 or attempt == 29:
-                raise
-            time.sleep(1)
-
-
-def wait_for(what: str, check: Any, timeout: float, proc: subprocess.Popen[str]) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"serve exited ({proc.returncode}) while waiting for {what}")
-        try:
-            value = check()
-        except OSError:
-            value = None
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture

@@ -1,0 +1,121 @@
+"""deployments/prefect.yaml as a team deploys it: a real `prefect server start`, a process work
+pool, `prefect deploy --all`, a worker; a triggered consolidation run completes with a task
+run per step and scope and its summary artifact, all checked through the Prefect API."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.types.json import Jsonb
+
+from deployments.schedules import CONSOLIDATION, SCHEDULES
+from deployments.server import PrefectServer, start_prefect_server
+from tests.prefect_api import api, wait_for
+
+ROOT = Path(__file__).resolve().parent.parent
+PREFECT = str(Path(sys.executable).with_name("prefect"))
+USERS = ("pool-a", "pool-b", "pool-c")
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[PrefectServer]:
+    with start_prefect_server(home=tmp_path / "prefect") as running:
+        yield running
+
+
+def prefect_env(server: PrefectServer, database_url: str, tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(
+        PREFECT_API_URL=server.api_url,
+        PREFECT_HOME=str(tmp_path / "prefect"),
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        PREFECT_WORKER_QUERY_SECONDS="1",
+        DATABASE_URL=database_url,
+        AGENT_MEMORY_HOME=str(ROOT),  # prefect.yaml's pull step: the flows' code
+    )
+    return env
+
+
+def prefect(env: dict[str, str], *args: str) -> str:
+    done = subprocess.run(
+        [PREFECT, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=180
+    )
+    assert done.returncode == 0, f"prefect {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_prefect_yaml_deployments_run_on_a_process_work_pool(
+    server: PrefectServer, database_url: str, db: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    env = prefect_env(server, database_url, tmp_path)
+    prefect(env, "work-pool", "create", "agent-memory", "--type", "process")
+    prefect(env, "--no-prompt", "deploy", "--all", "--prefect-file", "deployments/prefect.yaml")
+    for user in USERS:
+        db.execute(
+            "INSERT INTO agent_memory.episodes (user_id, messages, message_count)"
+            " VALUES (%s, %s, 1)",
+            (user, Jsonb([{"role": "user", "content": f"I prefer tools made by {user}."}])),
+        )
+    base = server.api_url
+    deployments = {d["name"]: d for d in api(base, "/deployments/filter", {})}
+    assert set(deployments) == {s.name for s in SCHEDULES}
+    assert deployments[CONSOLIDATION.name]["work_pool_name"] == "agent-memory"
+
+    worker = subprocess.Popen(
+        [PREFECT, "worker", "start", "--pool", "agent-memory"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        run = api(base, f"/deployments/{deployments[CONSOLIDATION.name]['id']}/create_flow_run", {})
+
+        def finished() -> dict[str, Any] | None:
+            state = api(base, f"/flow_runs/{run['id']}")["state"]
+            final = ("COMPLETED", "FAILED", "CRASHED", "CANCELLED")
+            return state if state and state["type"] in final else None
+
+        state = wait_for("the flow run on the worker", finished, 300, worker)
+        assert state["type"] == "COMPLETED", state
+    finally:
+        worker.terminate()
+        worker.wait(timeout=60)
+
+    jobs = db.execute(
+        "SELECT user_id, status, flow_run_id FROM agent_memory.consolidation_jobs ORDER BY user_id"
+    ).fetchall()
+    assert jobs == [(u, "completed", run["id"]) for u in USERS]
+    wanted = {f"{step} [user={u}]" for u in USERS for step in ("load", "extract", "write")}
+
+    def task_runs() -> set[str] | None:  # recorded from events, a moment after they ran
+        names = {
+            t["name"]
+            for t in api(base, "/task_runs/filter", {"flow_runs": {"id": {"any_": [run["id"]]}}})
+        }
+        return names if wanted <= names else None
+
+    wait_for("a task run per step and scope", task_runs, 60)
+    artifacts = api(
+        base,
+        "/artifacts/filter",
+        {
+            "artifacts": {"key": {"any_": ["memory-consolidation-summary"]}},
+            "flow_runs": {"id": {"any_": [run["id"]]}},
+        },
+    )
+    assert len(artifacts) == 1 and artifacts[0]["type"] == "table"
+    rows = artifacts[0]["data"]
+    rows = rows if isinstance(rows, list) else json.loads(rows)
+    assert sorted(r["scope"] for r in rows) == [f"user={u}" for u in USERS]
+    assert {r["outcome"] for r in rows} == {"completed"}
