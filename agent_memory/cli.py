@@ -128,12 +128,13 @@ def consolidate(
         scope = _scope(user, agent, workflow)
         _settings()
         from flows.consolidation import ConsolidationParams, consolidation_flow
+        from flows.outcome import run_for_summary
 
         params = ConsolidationParams(
             scope=scope.as_dict() if scope else None,  # type: ignore[arg-type]
             max_scopes=max_scopes,
         )
-        summary = asyncio.run(consolidation_flow(params))
+        summary = asyncio.run(run_for_summary(consolidation_flow, params))
     except AgentMemoryError as exc:
         raise _fail(exc) from None
     _end_run(
@@ -326,9 +327,12 @@ def jobs_retry(
         settings = _settings()
         if job:
             asyncio.run(_check_retryable(settings, job))
+        from flows.outcome import run_for_summary
         from flows.retry import RetryParams, retry_flow
 
-        summary = asyncio.run(retry_flow(RetryParams(job_ids=job or None, all_failed=all_failed)))
+        summary = asyncio.run(
+            run_for_summary(retry_flow, RetryParams(job_ids=job or None, all_failed=all_failed))
+        )
     except AgentMemoryError as exc:
         raise _fail(exc) from None
     _end_run(
@@ -519,6 +523,7 @@ def backfill_run(
         database = resolve(settings.db)
         setup_schema(database, settings.memory.decay_factor)
         from flows.backfill import BackfillParams, backfill_flow
+        from flows.outcome import run_for_summary
 
         params = BackfillParams(since=window.since, until=window.until, users=window.users)
         with database.connect(autocommit=True) as conn:
@@ -529,7 +534,7 @@ def backfill_run(
 
     def run() -> None:
         try:
-            outcome["summary"] = asyncio.run(backfill_flow(params))
+            outcome["summary"] = asyncio.run(run_for_summary(backfill_flow, params))
         except BaseException as exc:  # handed to the main thread, which reports it
             outcome["error"] = exc
 

@@ -164,16 +164,22 @@ class ScopeResult:
 
 
 async def find_scopes(
-    pool: AsyncConnectionPool, only: Scope | None, limit: int, window: Window | None = None
+    pool: AsyncConnectionPool,
+    only: Scope | None,
+    limit: int,
+    window: Window | None = None,
+    include_waiting: bool = False,
 ) -> list[Scope]:
     """The scopes with pending episodes in the window (just ``only`` if given and it has
     any). A scope whose last attempt failed waits out its backoff, and a parked one waits for
-    an operator, unless it is asked for by name (``only``)."""
+    an operator, unless it is asked for by name (``only``) or ``include_waiting``."""
     async with pool.connection() as conn:
         if only is not None:
             pending = await episode_repo.load_pending(conn, only, limit=1, window=window)
             return [only] if pending else []
-        return await episode_repo.pending_scopes(conn, limit=limit, window=window)
+        return await episode_repo.pending_scopes(
+            conn, limit=limit, window=window, include_waiting=include_waiting
+        )
 
 
 def _truncated(episode: Episode, ratio: float) -> Episode:

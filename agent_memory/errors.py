@@ -62,3 +62,15 @@ class BackfillError(AgentMemoryError, ValueError):
 
 class InvalidJobError(AgentMemoryError, ValueError):
     """A job id that does not exist or cannot be acted on (named, with its status)."""
+
+
+class ScopesFailedError(AgentMemoryError, RuntimeError):
+    """A consolidation run finished, but some scopes failed: the run's state is Failed (so
+    Prefect's retry runs it again); ``summary`` holds what every scope did."""
+
+    def __init__(self, message: str, summary: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.summary = summary
+
+    def __reduce__(self) -> tuple[Any, ...]:  # picklable, for result storage
+        return (type(self), (str(self), self.summary))

@@ -298,16 +298,18 @@ class MemoryManager:
     # ---- the flows, on demand ------------------------------------------------------------
 
     async def consolidate(self, scope: Scope | None = None, **params: Any) -> dict[str, Any]:
-        """Run the Prefect consolidation flow now (all pending scopes, or just ``scope``).
+        """Run the Prefect consolidation flow now (all pending scopes, or just ``scope``); its
+        summary says which scopes failed, if any.
 
         The one place the library reaches up to ``flows/``; it imports Prefect on first call.
         """
         from flows.consolidation import ConsolidationParams, consolidation_flow
+        from flows.outcome import run_for_summary
 
         use_settings(self.settings)
         filters: dict[str, Any] = {"scope": scope.as_dict()} if scope else {}
-        result: dict[str, Any] = await consolidation_flow(ConsolidationParams(**filters, **params))
-        return result
+        # a run where some scope failed ends Failed in Prefect; here it is still a summary
+        return await run_for_summary(consolidation_flow, ConsolidationParams(**filters, **params))
 
     async def decay(
         self, scope: Scope | None = None, *, as_of: date | None = None, **params: Any

@@ -87,10 +87,11 @@ def settings_for(dsn: str, llm: FakeLLM, concurrency: int) -> Settings:
 
 async def run_flow(settings: Settings) -> tuple[float, dict[str, Any]]:
     from flows.consolidation import ConsolidationParams, consolidation_flow
+    from flows.outcome import run_for_summary
 
     use_settings(settings)
     started = time.perf_counter()
-    summary = await consolidation_flow(ConsolidationParams(max_scopes=1_000_000))
+    summary = await run_for_summary(consolidation_flow, ConsolidationParams(max_scopes=1_000_000))
     return time.perf_counter() - started, summary
 
 

@@ -22,6 +22,7 @@ from agent_memory.db.pool import open_pool
 from agent_memory.models import Window
 from agent_memory.settings import get_settings
 from flows.consolidation import ConsolidationParams, run_consolidation
+from flows.outcome import outcome
 from flows.params import ScopeParam
 
 SUMMARY_KEY = "memory-backfill-summary"
@@ -69,7 +70,7 @@ def _run_name() -> str:
 @flow(name="memory-backfill", flow_run_name=_run_name, persist_result=False)
 async def backfill_flow(
     params: BackfillParams = BackfillParams(),  # noqa: B008 - immutable in practice
-) -> dict[str, Any]:
+) -> Any:
     """Consolidate the pending history in the window, oldest first within each scope."""
     window = params.window()
     async with open_pool(get_settings(), max_size=1) as pool, pool.connection() as conn:
@@ -111,4 +112,4 @@ async def backfill_flow(
         + (f"; {summary['failed']} scope(s) failed" if summary["failed"] else ""),
     )
     summary["pending_before"] = total
-    return summary
+    return outcome(summary)

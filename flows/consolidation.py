@@ -27,6 +27,7 @@ from agent_memory.extraction import OfflineExtractor, build_extractor
 from agent_memory.models import Scope, Window
 from agent_memory.redact import known_secrets, redact
 from agent_memory.settings import get_settings
+from flows.outcome import outcome
 from flows.params import ScopeParam
 from tasks.consolidation import (
     extract_facts,
@@ -202,7 +203,12 @@ async def run_consolidation(
         settings, max_size=min(settings.db.pool_max_size, concurrency + 1)
     ) as pool:
         if scopes is None:
-            scopes = await find_pending_scopes(pool, only, params.max_scopes, window)
+            # a run retried from Prefect (its Retry button, `prefect flow-run retry`) is an
+            # operator's explicit request: failed scopes need not wait out their backoff
+            retried = (runtime.flow_run.run_count or 1) > 1
+            scopes = await find_pending_scopes(
+                pool, only, params.max_scopes, window, include_waiting=retried
+            )
         limit = asyncio.Semaphore(concurrency)
         claims = await ScopeClaims.open(resolve(settings.db))
         try:
@@ -288,6 +294,6 @@ def emit_failure(result: ScopeResult) -> None:
 @flow(name="memory-consolidation", flow_run_name=_run_name, persist_result=False)
 async def consolidation_flow(
     params: ConsolidationParams = ConsolidationParams(),  # noqa: B008 - immutable in practice
-) -> dict[str, Any]:
-    """Consolidate pending episodes into facts, scope by scope."""
-    return await run_consolidation(params)
+) -> Any:
+    """Consolidate pending episodes into facts, scope by scope (Failed if a scope failed)."""
+    return outcome(await run_consolidation(params))

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agent_memory.db.pool import open_pool
 from agent_memory.settings import get_settings
 from flows.consolidation import ConsolidationParams, run_consolidation
+from flows.outcome import outcome
 from tasks.retries import find_retry_scopes
 
 SUMMARY_KEY = "memory-retry-summary"
@@ -42,10 +43,14 @@ def _run_name() -> str:
 @flow(name="memory-retry-failed", flow_run_name=_run_name, persist_result=False)
 async def retry_flow(
     params: RetryParams = RetryParams(),  # noqa: B008 - immutable in practice
-) -> dict[str, Any]:
+) -> Any:
     """Consolidate failed scopes again (see the module's docstring for which)."""
     async with open_pool(get_settings(), max_size=1) as pool:
         scopes = await find_retry_scopes(pool, params.job_ids, params.all_failed, params.max_scopes)
-    return await run_consolidation(
-        ConsolidationParams(max_scopes=params.max_scopes), scopes=scopes, summary_key=SUMMARY_KEY
+    return outcome(
+        await run_consolidation(
+            ConsolidationParams(max_scopes=params.max_scopes),
+            scopes=scopes,
+            summary_key=SUMMARY_KEY,
+        )
     )

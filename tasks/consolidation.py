@@ -14,9 +14,13 @@ from tasks.policy import DB_RETRIES, LLM_RETRIES, STEP
 
 @task(name="find-pending-scopes", **STEP, **DB_RETRIES)
 async def find_pending_scopes(
-    pool: AsyncConnectionPool, only: Scope | None, limit: int, window: Window | None = None
+    pool: AsyncConnectionPool,
+    only: Scope | None,
+    limit: int,
+    window: Window | None = None,
+    include_waiting: bool = False,
 ) -> list[Scope]:
-    scopes = await steps.find_scopes(pool, only, limit, window)
+    scopes = await steps.find_scopes(pool, only, limit, window, include_waiting)
     get_run_logger().info("%d scope(s) have unconsolidated episodes", len(scopes))
     return scopes
 

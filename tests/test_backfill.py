@@ -18,6 +18,7 @@ from agent_memory.errors import BackfillError, InvalidScopeError
 from agent_memory.models import Window
 from agent_memory.settings import Settings
 from flows.backfill import PROGRESS_KEY, BackfillParams, backfill_flow
+from flows.outcome import run_for_summary
 from tests.fake_llm import FakeLLM, facts_answer
 from tests.processes import run_python
 
@@ -192,13 +193,14 @@ async def test_backfill_consolidates_the_window_in_time_order(
         line(user_id="alice", occurred_at="2026-01-10T09:00:00+00:00"),  # before the window
     )
     import_jsonl(db, path)
-    summary = await backfill_flow(
+    summary = await run_for_summary(
+        backfill_flow,
         BackfillParams(
             since=datetime(2026, 2, 1, tzinfo=UTC),
             until=datetime(2026, 6, 1, tzinfo=UTC),
             users=["alice"],
             max_episodes_per_scope=1,  # one conversation per batch: each sees the last's facts
-        )
+        ),
     )
     assert summary["pending_before"] == 2
     assert (summary["episodes"], summary["failed"]) == (2, 0)

@@ -13,6 +13,7 @@ from agent_memory import MemoryManager, Scope
 from agent_memory.decay import today
 from agent_memory.settings import Settings
 from flows.consolidation import SUMMARY_KEY, ConsolidationParams, consolidation_flow
+from flows.outcome import run_for_summary
 from tests.fake_llm import FakeLLM, Reply
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
@@ -49,7 +50,7 @@ async def test_offline_consolidation_end_to_end(
     alice = Scope(user_id="alice")
     await manager.record(alice, TALK)
     await manager.record(alice, [{"role": "user", "content": "We use PostgreSQL for everything."}])
-    summary = await consolidation_flow(ConsolidationParams())
+    summary = await run_for_summary(consolidation_flow, ConsolidationParams())
     assert summary["extractor"] == "offline-rules"
     assert (summary["scopes"], summary["completed"], summary["failed"]) == (1, 1, 0)
     assert jobs(db) == [("alice", "completed", 2, 3, True, "offline-rules", None)]
@@ -61,7 +62,7 @@ async def test_offline_consolidation_end_to_end(
         "User uses PostgreSQL for everything.",
     }
     # nothing pending: a second run does no work and writes no job
-    again = await consolidation_flow(ConsolidationParams())
+    again = await run_for_summary(consolidation_flow, ConsolidationParams())
     assert again["scopes"] == 0
     assert len(jobs(db)) == 1
 
@@ -71,7 +72,7 @@ async def test_summary_artifact_lists_each_scope(manager: MemoryManager) -> None
 
     await manager.record(Scope(user_id="art-1"), TALK)
     await manager.record(Scope(user_id="art-2", agent_id="bot"), TALK)
-    await consolidation_flow(ConsolidationParams())
+    await run_for_summary(consolidation_flow, ConsolidationParams())
     artifact = await Artifact.aget(SUMMARY_KEY)
     assert artifact is not None
     rows = json.loads(artifact.data) if isinstance(artifact.data, str) else artifact.data

@@ -15,6 +15,7 @@ from agent_memory import MemoryManager, Scope
 from agent_memory.consolidation import FAULT_ENV, FAULT_POINTS
 from agent_memory.settings import DatabaseSettings, Settings, use_settings
 from flows.consolidation import ConsolidationParams, consolidation_flow
+from flows.outcome import run_for_summary
 from tests.fake_llm import FakeLLM, Reply, facts_answer
 from tests.processes import run_python
 
@@ -76,7 +77,7 @@ async def test_sigkill_at_each_step_then_rerun_is_exactly_once(
     status = db.execute("SELECT status FROM agent_memory.consolidation_jobs").fetchall()
     assert status == ([("completed",)] if point == "after_commit" else [("running",)])
 
-    rerun = await consolidation_flow(ConsolidationParams())
+    rerun = await run_for_summary(consolidation_flow, ConsolidationParams())
     check_exactly_once(db, episodes=3)
     assert fake_llm.calls == 1  # the answer cached before the crash is reused, never re-asked
     if point == "after_commit":
@@ -106,7 +107,10 @@ async def test_eight_concurrent_runs_over_200_scopes(
     )
     use_settings(small)
     runs = await asyncio.wait_for(
-        asyncio.gather(*(consolidation_flow(ConsolidationParams()) for _ in range(8))), 300
+        asyncio.gather(
+            *(run_for_summary(consolidation_flow, ConsolidationParams()) for _ in range(8))
+        ),
+        300,
     )
     assert sum(r["completed"] for r in runs) == 200
     assert sum(r["failed"] for r in runs) == 0
@@ -177,7 +181,7 @@ async def test_llm_concurrency_is_bounded_across_scopes(
                       'role', 'user', 'content', 'episode ' || s)), 1
            FROM generate_series(1, 10) AS s"""
     )
-    summary = await consolidation_flow(ConsolidationParams())
+    summary = await run_for_summary(consolidation_flow, ConsolidationParams())
     assert summary["completed"] == 10 and fake_llm.calls == 10
     assert in_flight[1] <= 3
 

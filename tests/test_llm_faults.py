@@ -25,6 +25,7 @@ from agent_memory import MemoryManager, Scope
 from agent_memory.extraction.prompt import SYSTEM_PROMPT
 from agent_memory.settings import Settings, use_settings
 from flows.consolidation import ConsolidationParams, consolidation_flow
+from flows.outcome import run_for_summary
 from tests.fake_llm import FakeLLM, Reply
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
@@ -457,7 +458,7 @@ async def test_injection_stores_nothing_with_the_offline_extractor(
         manager, trio, marked_text=f"I'm a data engineer. {INJECTION}. Ticket {MARK}."
     )
 
-    summary = await consolidation_flow(ConsolidationParams())
+    summary = await run_for_summary(consolidation_flow, ConsolidationParams())
 
     assert summary["extractor"] == "offline-rules"
     assert (summary["scopes"], summary["completed"], summary["failed"]) == (3, 3, 0)

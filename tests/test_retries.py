@@ -18,6 +18,7 @@ from agent_memory.db import retries as retry_repo
 from agent_memory.errors import InvalidJobError
 from agent_memory.settings import JobSettings, Settings, use_settings
 from flows.consolidation import FAILED_EVENT, PARKED_EVENT, ConsolidationParams, consolidation_flow
+from flows.outcome import run_for_summary
 from flows.retry import RetryParams, retry_flow
 from tests.fake_llm import FakeLLM, Reply
 
@@ -82,37 +83,37 @@ async def test_attempts_backoff_parking_and_explicit_retry(
 ) -> None:
     fake_llm.reset(broken_for("flaky"))
     await record(retrying, "flaky", "fine")
-    first = await consolidation_flow(ConsolidationParams())
+    first = await run_for_summary(consolidation_flow, ConsolidationParams())
     assert (first["completed"], first["failed"]) == (1, 1)
     assert streak(db, "flaky")[:3] == (1, False, 60)  # type: ignore[index]
 
     # new work arrives, but the failed scope waits out its backoff; the others go on
     await record(retrying, "flaky", "fine", said="hello again")
     calls = fake_llm.calls
-    second = await consolidation_flow(ConsolidationParams())
+    second = await run_for_summary(consolidation_flow, ConsolidationParams())
     assert (second["completed"], second["failed"]) == (1, 0)
     assert fake_llm.calls == calls + 1
-    assert (await retry_flow(RetryParams()))["scopes"] == 0  # not due yet
+    assert (await run_for_summary(retry_flow, RetryParams()))["scopes"] == 0  # not due yet
 
     # once due, the retry flow tries again; the wait doubles
     make_due(db)
-    assert (await retry_flow(RetryParams()))["failed"] == 1
+    assert (await run_for_summary(retry_flow, RetryParams()))["failed"] == 1
     assert streak(db, "flaky")[:3] == (2, False, 120)  # type: ignore[index]
 
     # the third failure parks it: the job is dead, with its error; nothing picks it up
     make_due(db)
-    third = await retry_flow(RetryParams())
+    third = await run_for_summary(retry_flow, RetryParams())
     assert third["failed"] == 1 and third["results"][0]["error"]
     failures, parked, _wait, dead_job = streak(db, "flaky")  # type: ignore[misc]
     assert (failures, parked) == (3, True)
     assert job_statuses(db, "flaky") == ["failed", "failed", "dead"]
     make_due(db)
-    assert (await retry_flow(RetryParams()))["scopes"] == 0
-    assert (await consolidation_flow(ConsolidationParams()))["scopes"] == 0
+    assert (await run_for_summary(retry_flow, RetryParams()))["scopes"] == 0
+    assert (await run_for_summary(consolidation_flow, ConsolidationParams()))["scopes"] == 0
 
     # an operator fixes the cause and retries it explicitly: done, streak forgotten
     fake_llm.reset(lambda _req: Reply(GOOD))
-    fixed = await retry_flow(RetryParams(job_ids=[dead_job]))
+    fixed = await run_for_summary(retry_flow, RetryParams(job_ids=[dead_job]))
     assert (fixed["completed"], fixed["episodes"]) == (1, 2)
     assert streak(db, "flaky") is None
     assert job_statuses(db, "flaky")[-1] == "completed"
@@ -123,10 +124,10 @@ async def test_a_success_ends_the_streak_and_all_retries_every_failed_scope(
 ) -> None:
     fake_llm.reset(broken_for("hi "))  # every scope fails
     await record(retrying, "a", "b")
-    assert (await consolidation_flow(ConsolidationParams()))["failed"] == 2
+    assert (await run_for_summary(consolidation_flow, ConsolidationParams()))["failed"] == 2
     fake_llm.reset(lambda _req: Reply(GOOD))
     # --all does not wait for the backoff
-    summary = await retry_flow(RetryParams(all_failed=True))
+    summary = await run_for_summary(retry_flow, RetryParams(all_failed=True))
     assert (summary["scopes"], summary["completed"]) == (2, 2)
     assert streak(db, "a") is None and streak(db, "b") is None
 
@@ -136,7 +137,7 @@ async def test_only_failed_or_dead_jobs_can_be_retried(
 ) -> None:
     fake_llm.reset(lambda _req: Reply(GOOD))
     await record(retrying, "done")
-    await consolidation_flow(ConsolidationParams())
+    await run_for_summary(consolidation_flow, ConsolidationParams())
     (completed,) = db.execute("SELECT id FROM agent_memory.consolidation_jobs").fetchone()  # type: ignore[misc]
     async with await psycopg.AsyncConnection.connect(
         retrying.db.url.get_secret_value(),  # type: ignore[union-attr]
@@ -153,7 +154,7 @@ async def test_a_failed_scope_emits_an_event(
 ) -> None:
     fake_llm.reset(broken_for("evented"))
     await record(llm_settings, "evented")
-    summary = await consolidation_flow(ConsolidationParams())
+    summary = await run_for_summary(consolidation_flow, ConsolidationParams())
     job_id = summary["results"][0]["job"]
 
     async def events() -> list[dict[str, Any]]:

@@ -18,6 +18,7 @@ from psycopg.types.json import Jsonb
 
 from deployments.schedules import CONSOLIDATION, SCHEDULES
 from deployments.server import PrefectServer, start_prefect_server
+from tests.fake_llm import FakeLLM, Reply, facts_answer
 from tests.prefect_api import api, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,41 +53,57 @@ def prefect(env: dict[str, str], *args: str) -> str:
     return done.stdout
 
 
+def deploy(env: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """Create the work pool and deploy prefect.yaml as its instructions say; the deployments."""
+    prefect(env, "work-pool", "create", "agent-memory", "--type", "process")
+    prefect(env, "--no-prompt", "deploy", "--all", "--prefect-file", "deployments/prefect.yaml")
+    return {d["name"]: d for d in api(env["PREFECT_API_URL"], "/deployments/filter", {})}
+
+
+def start_worker(env: dict[str, str], cwd: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [PREFECT, "worker", "start", "--pool", "agent-memory"],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def record(db: psycopg.Connection[Any], users: tuple[str, ...]) -> None:
+    for user in users:
+        db.execute(
+            "INSERT INTO agent_memory.episodes (user_id, messages, message_count)"
+            " VALUES (%s, %s, 1)",
+            (user, Jsonb([{"role": "user", "content": f"I prefer tools made by {user}."}])),
+        )
+
+
+def wait_final(base: str, run_id: str, worker: subprocess.Popen[bytes]) -> dict[str, Any]:
+    def finished() -> dict[str, Any] | None:
+        state = api(base, f"/flow_runs/{run_id}")["state"]
+        final = ("COMPLETED", "FAILED", "CRASHED", "CANCELLED")
+        return state if state and state["type"] in final else None
+
+    state: dict[str, Any] = wait_for("the flow run on the worker", finished, 300, worker)
+    return state
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_prefect_yaml_deployments_run_on_a_process_work_pool(
     server: PrefectServer, database_url: str, db: psycopg.Connection[Any], tmp_path: Path
 ) -> None:
     env = prefect_env(server, database_url, tmp_path)
-    prefect(env, "work-pool", "create", "agent-memory", "--type", "process")
-    prefect(env, "--no-prompt", "deploy", "--all", "--prefect-file", "deployments/prefect.yaml")
-    for user in USERS:
-        db.execute(
-            "INSERT INTO agent_memory.episodes (user_id, messages, message_count)"
-            " VALUES (%s, %s, 1)",
-            (user, Jsonb([{"role": "user", "content": f"I prefer tools made by {user}."}])),
-        )
-    base = server.api_url
-    deployments = {d["name"]: d for d in api(base, "/deployments/filter", {})}
+    deployments = deploy(env)
     assert set(deployments) == {s.name for s in SCHEDULES}
     assert deployments[CONSOLIDATION.name]["work_pool_name"] == "agent-memory"
-
-    worker = subprocess.Popen(
-        [PREFECT, "worker", "start", "--pool", "agent-memory"],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    record(db, USERS)
+    base = server.api_url
+    worker = start_worker(env, tmp_path)
     try:
         run = api(base, f"/deployments/{deployments[CONSOLIDATION.name]['id']}/create_flow_run", {})
-
-        def finished() -> dict[str, Any] | None:
-            state = api(base, f"/flow_runs/{run['id']}")["state"]
-            final = ("COMPLETED", "FAILED", "CRASHED", "CANCELLED")
-            return state if state and state["type"] in final else None
-
-        state = wait_for("the flow run on the worker", finished, 300, worker)
+        state = wait_final(base, run["id"], worker)
         assert state["type"] == "COMPLETED", state
     finally:
         worker.terminate()
@@ -119,3 +136,62 @@ def test_prefect_yaml_deployments_run_on_a_process_work_pool(
     rows = rows if isinstance(rows, list) else json.loads(rows)
     assert sorted(r["scope"] for r in rows) == [f"user={u}" for u in USERS]
     assert {r["outcome"] for r in rows} == {"completed"}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_failed_run_retried_from_prefect_completes_without_duplicates(
+    server: PrefectServer,
+    database_url: str,
+    db: psycopg.Connection[Any],
+    tmp_path: Path,
+    fake_llm: FakeLLM,
+) -> None:
+    broken = {"pool-b"}
+
+    def handler(request: dict[str, Any]) -> Reply:
+        if any(user in json.dumps(request["messages"]) for user in broken):
+            return Reply("no JSON here")  # a permanent failure: the scope fails
+        return facts_answer(request)
+
+    fake_llm.reset(handler)
+    env = prefect_env(server, database_url, tmp_path)
+    env.update(
+        AGENT_MEMORY_LLM_MODEL="openai/test-model",
+        AGENT_MEMORY_LLM_API_BASE=fake_llm.api_base,
+        AGENT_MEMORY_LLM_API_KEY="sk-test",
+        AGENT_MEMORY_JOB_BACKOFF_S="3600",  # a scheduled run would leave the failed scope be
+    )
+    deployments = deploy(env)
+    record(db, USERS)
+    base = server.api_url
+    worker = start_worker(env, tmp_path)
+    try:
+        run = api(base, f"/deployments/{deployments[CONSOLIDATION.name]['id']}/create_flow_run", {})
+        state = wait_final(base, run["id"], worker)
+        assert state["type"] == "FAILED", state  # red in the UI: a scope failed
+        assert "1 of 3 scope(s) failed" in state["message"]
+        calls_before = fake_llm.calls
+        broken.clear()  # the operator fixes the cause, then presses Retry
+        prefect(env, "flow-run", "retry", run["id"])
+        state = wait_final(base, run["id"], worker)
+        assert state["type"] == "COMPLETED", state
+    finally:
+        worker.terminate()
+        worker.wait(timeout=60)
+
+    # the retry did only the failed scope's work, within its backoff (an explicit retry)
+    assert fake_llm.calls == calls_before + 1
+    jobs = db.execute(
+        "SELECT user_id, status FROM agent_memory.consolidation_jobs ORDER BY id"
+    ).fetchall()
+    assert sorted(j for j in jobs if j[1] == "completed") == [(u, "completed") for u in USERS]
+    assert [j for j in jobs if j[1] != "completed"] == [("pool-b", "failed")]
+    facts = db.execute(
+        "SELECT user_id, content FROM agent_memory.memory_items ORDER BY user_id"
+    ).fetchall()
+    assert facts == [(u, f"User said I prefer tools made by {u}.") for u in USERS]
+    assert db.execute(
+        "SELECT count(*) FROM agent_memory.episodes WHERE NOT consolidated"
+    ).fetchone() == (0,)
+    assert db.execute("SELECT count(*) FROM agent_memory.scope_retries").fetchone() == (0,)

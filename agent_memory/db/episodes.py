@@ -34,8 +34,9 @@ PENDING_SCOPES = f"""
 SELECT DISTINCT ON (scope_key) user_id, agent_id, workflow_id
 FROM agent_memory.episodes e
 WHERE consolidated = false AND {IN_WINDOW}
-  AND NOT EXISTS (SELECT 1 FROM agent_memory.scope_retries r
-                  WHERE r.scope_key = e.scope_key AND (r.parked OR r.next_attempt_at > now()))
+  AND (%(include_waiting)s OR NOT EXISTS (
+      SELECT 1 FROM agent_memory.scope_retries r
+      WHERE r.scope_key = e.scope_key AND (r.parked OR r.next_attempt_at > now())))
 ORDER BY scope_key
 LIMIT %(limit)s
 """
@@ -109,10 +110,16 @@ async def insert(
 
 
 async def pending_scopes(
-    conn: psycopg.AsyncConnection[Any], limit: int = 100_000, window: Window | None = None
+    conn: psycopg.AsyncConnection[Any],
+    limit: int = 100_000,
+    window: Window | None = None,
+    include_waiting: bool = False,
 ) -> list[Scope]:
-    """The scopes that have unconsolidated episodes (in the window), in a stable order."""
-    cur = await conn.execute(PENDING_SCOPES, {"limit": limit, **_window(window)})
+    """The scopes that have unconsolidated episodes (in the window), in a stable order;
+    failed scopes waiting out their backoff, and parked ones, only with ``include_waiting``."""
+    cur = await conn.execute(
+        PENDING_SCOPES, {"limit": limit, "include_waiting": include_waiting, **_window(window)}
+    )
     scopes: list[Scope] = []
     for row in await cur.fetchall():
         try:
