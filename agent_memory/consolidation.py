@@ -19,6 +19,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 from dataclasses import dataclass, field
@@ -68,24 +69,41 @@ class ScopeClaims:
     """One run's claims on scopes: session advisory locks on a connection of its own.
 
     The connection lives as long as the run, so the locks disappear exactly when the run does
-    (finished, crashed or killed), which is how a later run knows a 'running' job is dead.
+    (finished, crashed or killed), which is how a later run knows a 'running' job is dead. If
+    the connection breaks (the database restarted), the claims are gone with it; the next
+    claim reconnects. Batches already under way stay safe without their lock: a write marks
+    only episodes still pending, so an overlapping run cannot consolidate one twice.
     """
 
-    def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
+    def __init__(self, conn: psycopg.AsyncConnection[Any], database: Database) -> None:
         self.conn = conn
+        self.database = database
+        self._reconnecting = asyncio.Lock()
 
     @classmethod
     async def open(cls, database: Database) -> ScopeClaims:
-        return cls(await database.aconnect(autocommit=True))
+        return cls(await database.aconnect(autocommit=True), database)
+
+    async def _execute(self, query: str, scope: Scope) -> Any:
+        conn = self.conn
+        try:
+            cur = await conn.execute(query, scope.params)
+        except psycopg.OperationalError:
+            if not conn.broken and not conn.closed:
+                raise
+            async with self._reconnecting:
+                if self.conn is conn:  # the first to notice reconnects, the others reuse it
+                    self.conn = await self.database.aconnect(autocommit=True)
+            cur = await self.conn.execute(query, scope.params)
+        return await cur.fetchone()
 
     async def claim(self, scope: Scope) -> bool:
         """True if this run now owns the scope; False if a live run does."""
-        cur = await self.conn.execute(f"SELECT pg_try_advisory_lock({_CLAIM_KEY})", scope.params)
-        row = await cur.fetchone()
+        row = await self._execute(f"SELECT pg_try_advisory_lock({_CLAIM_KEY})", scope)
         return bool(row and row[0])
 
     async def release(self, scope: Scope) -> None:
-        await self.conn.execute(f"SELECT pg_advisory_unlock({_CLAIM_KEY})", scope.params)
+        await self._execute(f"SELECT pg_advisory_unlock({_CLAIM_KEY})", scope)
 
     async def close(self) -> None:
         await self.conn.close()

@@ -89,7 +89,11 @@ async def _one_scope(
 ) -> ScopeResult:
     done: list[ScopeResult] = []
     async with limit:
-        if not await claims.claim(scope):  # a live run is consolidating this scope right now
+        try:
+            claimed = await claims.claim(scope)
+        except Exception as exc:  # the database is unreachable: the scope stays pending
+            return ScopeResult(scope, "failed", error=redact(f"could not claim: {exc}", secrets))
+        if not claimed:  # a live run is consolidating this scope right now
             return ScopeResult(scope, "busy")
         try:
             # a backlog goes in chronological batches, each committed on its own
@@ -212,7 +216,7 @@ async def run_consolidation(
         limit = asyncio.Semaphore(concurrency)
         claims = await ScopeClaims.open(resolve(settings.db))
         try:
-            results = list(
+            outcomes = list(
                 await asyncio.gather(
                     *(
                         _one_scope(
@@ -229,11 +233,20 @@ async def run_consolidation(
                             on_batch,
                         )
                         for s in scopes
-                    )
+                    ),
+                    # one scope's unexpected error must not close the pool under the others
+                    return_exceptions=True,
                 )
             )
         finally:
-            await claims.close()
+            with contextlib.suppress(Exception):
+                await claims.close()
+    results = [
+        r
+        if isinstance(r, ScopeResult)
+        else ScopeResult(s, "failed", error=redact(f"{type(r).__name__}: {r}", secrets))
+        for s, r in zip(scopes, outcomes, strict=True)
+    ]
     results = [r for r in results if r.outcome != "empty"]
     summary = summarize(results, extractor.name)
     await acreate_table_artifact(

@@ -7,7 +7,7 @@ import os
 import tempfile
 import uuid
 import warnings
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,7 @@ def pg_server() -> Iterator[dict[str, Any]]:
         import pgserver
 
         server = pgserver.get_server(_HOME / "pgdata", cleanup_mode="delete")
+    _SERVER["pgserver"] = server
     info = server.get_postmaster_info()
     conn = {"user": "postgres", "host": str(info.socket_dir), "port": info.port}
     template = DatabaseJanitor(dbname=TEMPLATE, as_template=True, **conn)
@@ -70,6 +71,27 @@ def pg_server() -> Iterator[dict[str, Any]]:
     yield conn
     template.drop()
     server.cleanup()
+
+
+_SERVER: dict[str, Any] = {}
+
+
+@pytest.fixture
+def restart_database(pg_server: dict[str, Any]) -> Callable[[], None]:
+    """Restart the session's PostgreSQL (pg_ctl restart -m fast: every connection drops)."""
+
+    def restart() -> None:
+        from pgserver._commands import pg_ctl
+
+        server = _SERVER["pgserver"]
+        pg_ctl(
+            ["-w", "-m", "fast", "restart"],
+            pgdata=server.pgdata,
+            user=server.system_user,
+            timeout=120,
+        )
+
+    return restart
 
 
 @pytest.fixture
