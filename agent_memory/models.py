@@ -84,13 +84,20 @@ class Scope:
 @dataclass(frozen=True)
 class Window:
     """Which pending episodes a run takes: those that happened in [since, until) (None: no
-    bound), of these user ids (None: any)."""
+    bound), of these user ids (None: any), in scopes of this shard."""
 
     since: datetime | None = None
     until: datetime | None = None
     users: list[str] | None = None
+    shard: int = 0  # this run's share of the scopes: those whose key hashes to shard ...
+    shards: int = 1  # ... modulo shards (disjoint runs, e.g. one per worker)
 
     def __post_init__(self) -> None:
+        if not 1 <= self.shards <= 1024 or not 0 <= self.shard < self.shards:
+            raise InvalidScopeError(
+                f"shard {self.shard} of {self.shards}: need 1 <= shards <= 1024 and "
+                "0 <= shard < shards"
+            )
         for name in ("since", "until"):
             value = getattr(self, name)
             if value is not None and (value.tzinfo is None or value.utcoffset() is None):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, cast
@@ -18,7 +19,7 @@ from prefect import flow, get_run_logger, runtime
 from prefect.artifacts import acreate_markdown_artifact, acreate_table_artifact
 from prefect.events import emit_event
 from prefect.utilities.annotations import quote
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agent_memory.consolidation import ScopeClaims, ScopeResult, merge
 from agent_memory.db.connection import resolve
@@ -66,12 +67,25 @@ class ConsolidationParams(BaseModel):
     max_batches_per_scope: int = Field(
         default=100, ge=1, le=100_000, description="batches per scope in one run, at most"
     )
+    shard: int = Field(default=0, ge=0, description="this run's shard of the scopes")
+    shard_count: int = Field(
+        default=1, ge=1, le=1024, description="shards: runs for each shard share no scope"
+    )
+
+    @model_validator(mode="after")
+    def _shard_in_range(self) -> ConsolidationParams:
+        if self.shard >= self.shard_count:
+            raise ValueError(f"shard {self.shard} is not below shard_count {self.shard_count}")
+        return self
 
 
 def _run_name() -> str:
     params = runtime.flow_run.parameters.get("params")
     scope = getattr(params, "scope", None)
-    return f"consolidate [{scope.to_scope().label if scope else 'all scopes'}]"
+    where = scope.to_scope().label if scope else "all scopes"
+    if getattr(params, "shard_count", 1) > 1:
+        where += f", shard {params.shard + 1}/{params.shard_count}"
+    return f"consolidate [{where}]"
 
 
 async def _one_scope(
@@ -200,6 +214,10 @@ async def run_consolidation(
         )
     )
     only = params.scope.to_scope() if params.scope else None
+    if params.shard_count > 1:
+        window = dataclasses.replace(
+            window or Window(), shard=params.shard, shards=params.shard_count
+        )
     concurrency = settings.llm.max_concurrency
     boost = settings.memory.reinforce_boost
     budget = settings.llm.batch_tokens

@@ -285,3 +285,25 @@ async def test_429_waits_for_retry_after_before_the_retry(
         await manager.close()
     assert summary["completed"] == 1 and len(stamps) == 2
     assert stamps[1] - stamps[0] >= 1.0  # the provider's Retry-After was honoured
+
+
+async def test_shards_split_the_scopes_without_overlap(
+    settings: Settings, db: psycopg.Connection[Any]
+) -> None:
+    manager = await MemoryManager.create(settings=settings, migrate=False)
+    try:
+        for i in range(20):
+            await manager.record(Scope(user_id=f"shard-{i}"), TALK)
+    finally:
+        await manager.close()
+    done: list[set[str]] = []
+    for shard in range(3):
+        summary = await run_for_summary(
+            consolidation_flow, ConsolidationParams(shard=shard, shard_count=3)
+        )
+        done.append({r["scope"] for r in summary["results"] if r["outcome"] == "completed"})
+    assert all(done), done  # every shard had work (20 scopes over 3 shards)
+    assert set.union(*done) == {f"user=shard-{i}" for i in range(20)}
+    assert sum(map(len, done)) == 20  # disjoint
+    with pytest.raises(ValueError, match="shard 3 is not below shard_count 3"):
+        ConsolidationParams(shard=3, shard_count=3)

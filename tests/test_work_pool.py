@@ -195,3 +195,50 @@ def test_a_failed_run_retried_from_prefect_completes_without_duplicates(
         "SELECT count(*) FROM agent_memory.episodes WHERE NOT consolidated"
     ).fetchone() == (0,)
     assert db.execute("SELECT count(*) FROM agent_memory.scope_retries").fetchone() == (0,)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_two_workers_run_sharded_consolidations_without_duplicate_work(
+    server: PrefectServer, database_url: str, db: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    env = prefect_env(server, database_url, tmp_path)
+    deployments = deploy(env)
+    users = tuple(f"shard-user-{i}" for i in range(12))
+    record(db, users)
+    base = server.api_url
+    consolidation = deployments[CONSOLIDATION.name]
+    workers = [start_worker(env, tmp_path) for _ in range(2)]
+    try:
+        runs = [
+            api(
+                base,
+                f"/deployments/{consolidation['id']}/create_flow_run",
+                {
+                    "parameters": {
+                        "params": {
+                            **consolidation["parameters"]["params"],
+                            "shard": shard,
+                            "shard_count": 2,
+                        }
+                    }
+                },
+            )
+            for shard in range(2)
+        ]
+        states = [wait_final(base, run["id"], workers[0]) for run in runs]
+        assert [s["type"] for s in states] == ["COMPLETED", "COMPLETED"], states
+    finally:
+        for worker in workers:
+            worker.terminate()
+            worker.wait(timeout=60)
+    jobs = db.execute(
+        "SELECT user_id, status, flow_run_id FROM agent_memory.consolidation_jobs"
+    ).fetchall()
+    # every scope once, by one of the two runs; each run had its own share
+    assert sorted(j[0] for j in jobs) == sorted(users)
+    assert {j[1] for j in jobs} == {"completed"}
+    by_run = {run["id"]: {j[0] for j in jobs if j[2] == run["id"]} for run in runs}
+    assert all(by_run.values()) and sum(map(len, by_run.values())) == len(users)
+    names = {api(base, f"/flow_runs/{run['id']}")["name"] for run in runs}
+    assert names == {"consolidate [all scopes, shard 1/2]", "consolidate [all scopes, shard 2/2]"}

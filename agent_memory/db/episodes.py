@@ -24,11 +24,14 @@ VALUES (%(user_id)s, %(agent_id)s, %(workflow_id)s, %(messages)s, %(message_coun
 RETURNING id
 """
 
-# A run's window: conversations that happened in [since, until), of these users (NULL: any).
+# A run's window: conversations that happened in [since, until), of these users (NULL: any),
+# in scopes of this shard (a stable hash of the scope's key, modulo the number of shards).
 IN_WINDOW = """
     occurred_at >= coalesce(%(since)s, '-infinity'::timestamptz)
     AND occurred_at < coalesce(%(until)s, 'infinity'::timestamptz)
-    AND (%(users)s::text[] IS NULL OR user_id = ANY(%(users)s::text[]))"""
+    AND (%(users)s::text[] IS NULL OR user_id = ANY(%(users)s::text[]))
+    AND (%(shards)s = 1
+         OR (hashtextextended(scope_key, 0) & 9223372036854775807) %% %(shards)s = %(shard)s)"""
 
 PENDING_SCOPES = f"""
 SELECT DISTINCT ON (scope_key) user_id, agent_id, workflow_id
@@ -153,7 +156,13 @@ def count_pending_sync(conn: psycopg.Connection[Any], window: Window | None = No
 
 def _window(window: Window | None) -> dict[str, Any]:
     window = window or Window()
-    return {"since": window.since, "until": window.until, "users": window.users}
+    return {
+        "since": window.since,
+        "until": window.until,
+        "users": window.users,
+        "shard": window.shard,
+        "shards": window.shards,
+    }
 
 
 async def by_scope(
