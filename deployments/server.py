@@ -82,6 +82,8 @@ def start_prefect_server(
     env.setdefault("DO_NOT_TRACK", "1")
     if home is not None:
         env["PREFECT_HOME"] = str(home)
+    # the UI asks this address for its data; its default is port 4200 whatever --port says
+    env["PREFECT_UI_API_URL"] = f"http://{host}:{port}/api"
     prefect_home = Path(env.get("PREFECT_HOME") or Path.home() / ".prefect")
     prefect_home.mkdir(parents=True, exist_ok=True)
     log_path = prefect_home / f"prefect-server-{port}.log"

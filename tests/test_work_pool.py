@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -94,6 +95,9 @@ def wait_final(base: str, run_id: str, worker: subprocess.Popen[bytes]) -> dict[
 def test_prefect_yaml_deployments_run_on_a_process_work_pool(
     server: PrefectServer, database_url: str, db: psycopg.Connection[Any], tmp_path: Path
 ) -> None:
+    # the UI served on this port reads from this port's API (Prefect's default is 4200)
+    with urllib.request.urlopen(f"{server.url}/ui-settings") as response:
+        assert json.load(response)["api_url"] == server.api_url
     env = prefect_env(server, database_url, tmp_path)
     deployments = deploy(env)
     assert set(deployments) == {s.name for s in SCHEDULES}
