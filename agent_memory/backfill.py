@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -32,6 +33,7 @@ from psycopg.types.json import Jsonb
 from agent_memory.errors import AgentMemoryError, BackfillError
 from agent_memory.messages import serialize_messages
 from agent_memory.models import Scope
+from agent_memory.redact import redact
 
 OnError = Literal["skip", "reject"]
 _CLOCK_SKEW = timedelta(minutes=5)
@@ -64,13 +66,15 @@ class Conversation:
 
 @dataclass(frozen=True)
 class BadLine:
-    """A line that could not be imported, and why."""
+    """A line (or a checkpoint thread) that could not be imported, and why."""
 
     line: int
     error: str
+    thread: str | None = None
 
     def __str__(self) -> str:
-        return f"line {self.line}: {self.error}"
+        where = f"thread {self.thread!r}" if self.thread is not None else f"line {self.line}"
+        return f"{where}: {self.error}"
 
 
 @dataclass
@@ -245,5 +249,130 @@ def import_jsonl(
             if progress is not None:
                 progress(done)
         flush(cur)
+    report.duplicates = report.lines - len(report.bad) - report.inserted
+    return report
+
+
+# ---- LangGraph checkpoints ------------------------------------------------------------------
+
+THREADS = "SELECT DISTINCT thread_id FROM checkpoints WHERE checkpoint_ns = '' ORDER BY thread_id"
+
+IMPORTED_FROM_THREAD = """
+SELECT coalesce(sum(message_count), 0) FROM agent_memory.episodes
+WHERE scope_key = agent_memory.scope_key(%(user_id)s, %(agent_id)s, %(workflow_id)s)
+  AND starts_with(source_key, %(prefix)s)
+"""
+
+
+def thread_pattern(pattern: str | None) -> re.Pattern[str] | None:
+    """The thread -> scope mapping: a regular expression whose named groups are scope fields
+    (``(?P<user_id>[^:]+):(?P<agent_id>.+)``); None maps a thread id to ``user_id``."""
+    if pattern is None:
+        return None
+    try:
+        compiled = re.compile(pattern)
+    except re.error as exc:
+        raise BackfillError(
+            f"thread pattern {pattern!r} is not a regular expression: {exc}"
+        ) from None
+    groups = set(compiled.groupindex)
+    if not groups or not groups <= set(_SCOPE_FIELDS):
+        raise BackfillError(
+            f"thread pattern {pattern!r} must name groups among {', '.join(_SCOPE_FIELDS)}"
+            f" (it names {', '.join(sorted(groups)) or 'none'})"
+        )
+    return compiled
+
+
+def scope_of_thread(thread_id: str, pattern: re.Pattern[str] | None) -> Scope:
+    if pattern is None:
+        return Scope(user_id=thread_id)
+    match = pattern.fullmatch(thread_id)
+    if match is None:
+        raise ValueError(f"does not match the thread pattern {pattern.pattern!r}")
+    return Scope.from_mapping(match.groupdict())
+
+
+def import_checkpoints(
+    conn: psycopg.Connection[Any],
+    source_dsn: str,
+    *,
+    pattern: str | None = None,
+    on_error: OnError = "reject",
+    max_bytes: int = 8 * 1024 * 1024,
+    progress: Callable[[int], None] | None = None,
+) -> ImportReport:
+    """Import the conversations of a LangGraph PostgreSQL checkpointer (``PostgresSaver``) as
+    episodes, one per thread: the messages of its latest checkpoint, at that checkpoint's time.
+
+    A thread already imported adds only the messages that came after (so importing again adds
+    nothing, and a thread that went on adds its continuation). ``pattern`` maps thread ids to
+    scopes (see :func:`thread_pattern`); a thread it does not fit is a bad record, rejected or
+    skipped as ``on_error`` says. One transaction: a rejected import stores nothing.
+    """
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg.rows import dict_row
+
+    if on_error not in ("skip", "reject"):
+        raise BackfillError(f"on_error {on_error!r} is not 'skip' or 'reject'")
+    compiled = thread_pattern(pattern)
+    report = ImportReport("checkpoints")
+    try:
+        source = psycopg.connect(source_dsn, autocommit=True, row_factory=dict_row)
+    except psycopg.Error as exc:
+        raise BackfillError(f"cannot reach the checkpoint database: {redact(str(exc))}") from None
+    with source, conn.transaction(), conn.cursor() as cur:
+        try:
+            threads = [r["thread_id"] for r in source.execute(THREADS)]
+        except psycopg.errors.UndefinedTable:
+            raise BackfillError(
+                "the checkpoint database has no 'checkpoints' table (is it a PostgresSaver's?)"
+            ) from None
+        saver = PostgresSaver(source)  # type: ignore[arg-type]
+        for n, thread in enumerate(threads, 1):
+            report.lines += 1
+            try:
+                scope = scope_of_thread(thread, compiled)
+                latest = saver.get_tuple({"configurable": {"thread_id": thread}})
+                messages = list(
+                    (latest.checkpoint["channel_values"].get("messages") or []) if latest else []
+                )
+                prefix = f"thread:{thread}:"
+                done = cur.execute(
+                    IMPORTED_FROM_THREAD, {**scope.as_dict(), "prefix": prefix}
+                ).fetchone()
+                already = int(done[0]) if done else 0
+                new = messages[already:]
+                if latest is None or not new:
+                    continue  # counted as already there
+                stored, size, replaced = serialize_messages(new, max_bytes=max_bytes)
+            except (ValueError, AgentMemoryError) as exc:
+                bad = BadLine(n, str(exc), thread=thread)
+                if on_error == "reject":
+                    raise BackfillError(f"{bad}; nothing was imported") from None
+                report.bad.append(bad)
+                continue
+            metadata: dict[str, Any] = {
+                "bytes": size,
+                "thread_id": thread,
+                "checkpoint_id": latest.checkpoint["id"],
+                "first_message": already,
+            }
+            if replaced:
+                metadata["replaced"] = replaced
+            cur.execute(
+                INSERT,
+                {
+                    **scope.as_dict(),
+                    "messages": Jsonb(stored),
+                    "message_count": len(stored),
+                    "metadata": Jsonb(metadata),
+                    "occurred_at": datetime.fromisoformat(latest.checkpoint["ts"]),
+                    "source_key": f"{prefix}{already}",
+                },
+            )
+            report.inserted += max(cur.rowcount, 0)
+            if progress is not None:
+                progress(n)
     report.duplicates = report.lines - len(report.bad) - report.inserted
     return report

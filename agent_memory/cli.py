@@ -485,6 +485,57 @@ def backfill_import(
     raise typer.Exit(1 if report.bad else 0)
 
 
+@backfill_app.command("checkpoints")
+def backfill_checkpoints(
+    source: Annotated[
+        str,
+        typer.Option(
+            "--from",
+            envvar="AGENT_MEMORY_CHECKPOINT_URL",
+            help="the LangGraph PostgresSaver's database URL (or AGENT_MEMORY_CHECKPOINT_URL)",
+        ),
+    ],
+    thread_pattern: Annotated[
+        str | None,
+        typer.Option(
+            help="thread id -> scope, a regex with named groups user_id/agent_id/workflow_id; "
+            "default: the thread id is the user_id"
+        ),
+    ] = None,
+    on_error: Annotated[
+        OnErrorChoice,
+        typer.Option(help="reject: one bad thread imports nothing; skip: report it, go on"),
+    ] = OnErrorChoice.reject,
+) -> None:
+    """Import LangGraph checkpoint threads as pending episodes (again: only what is new)."""
+    from agent_memory.backfill import import_checkpoints
+    from agent_memory.db.connection import resolve
+    from agent_memory.db.pool import setup_schema
+
+    settings = _settings()
+    try:
+        database = resolve(settings.db)
+        setup_schema(database, settings.memory.decay_factor)
+        with database.connect() as conn:
+            report = import_checkpoints(
+                conn,
+                source,
+                pattern=thread_pattern,
+                on_error=on_error.value,
+                max_bytes=settings.memory.max_episode_bytes,
+            )
+    except AgentMemoryError as exc:
+        raise _fail(exc) from None
+    for bad in report.bad:
+        errors.print(f"[yellow]skipped[/] {bad}", highlight=False)
+    console.print(
+        f"{report.lines} thread(s) read: {report.inserted} imported, "
+        f"{report.duplicates} with nothing new, {len(report.bad)} bad thread(s) skipped",
+        highlight=False,
+    )
+    raise typer.Exit(1 if report.bad else 0)
+
+
 @backfill_app.command("run")
 def backfill_run(
     since: Annotated[

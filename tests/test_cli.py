@@ -168,3 +168,24 @@ def test_backfill_bad_file_and_bad_window_are_named(cli_env: str, tmp_path: Path
     )
     assert result.exit_code == 2
     assert "is not before until" in result.output
+
+
+def test_backfill_checkpoints_from_a_langgraph_saver(
+    cli_env: str, db: psycopg.Connection[Any]
+) -> None:
+    from tests.test_backfill import chat, say
+
+    graph, conn = chat(cli_env)
+    try:
+        say(graph, "carol", "I prefer green tea.")
+    finally:
+        conn.close()
+    runner = CliRunner()
+    result = runner.invoke(app, ["backfill", "checkpoints", "--from", cli_env])
+    assert result.exit_code == 0, result.output
+    assert "1 thread(s) read: 1 imported, 0 with nothing new" in result.output
+    result = runner.invoke(
+        app, ["backfill", "checkpoints", "--from", cli_env, "--thread-pattern", "(?P<x>.+)"]
+    )
+    assert result.exit_code == 2 and "must name groups among user_id" in result.output
+    assert db.execute("SELECT user_id FROM agent_memory.episodes").fetchall() == [("carol",)]
