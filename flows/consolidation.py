@@ -119,7 +119,10 @@ async def _one_scope(
                     break
                 done.append(result)
                 if on_batch is not None:
-                    await on_batch(result)
+                    try:
+                        await on_batch(result)
+                    except Exception as exc:  # progress reporting must not undo the work
+                        logging.getLogger(__name__).warning("progress update failed: %s", exc)
                 if result.outcome != "completed" or not result.more:
                     break
         finally:
