@@ -127,18 +127,33 @@ def litellm_cpu_per_call(llm: FakeLLM, calls: int, concurrency: int) -> float:
     return asyncio.run(run())
 
 
-def section(result: dict[str, Any], name: str, measure: Any) -> None:
-    """Run one measurement against a Prefect server of its own (one that is still digesting
-    the previous section's thousands of task-run events answers 503); a failure is reported
-    in its place instead of losing the other figures."""
-    from prefect.settings import PREFECT_API_URL, temporary_settings
+def wait_until_quiet(api_url: str, timeout_s: float = 300) -> None:
+    """Wait until Prefect's server has recorded the last section's task runs (their count stops
+    growing): a server still digesting thousands of events answers 503."""
+    import urllib.request
 
+    last, deadline = -1, time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        request = urllib.request.Request(
+            f"{api_url}/task_runs/count", data=b"{}", headers={"Content-Type": "application/json"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                count = int(json.load(response))
+        except OSError:
+            count = -2
+        if count == last:
+            return
+        last = count
+        time.sleep(3)
+
+
+def section(result: dict[str, Any], name: str, measure: Any, api_url: str) -> None:
+    """Run one measurement once the server is quiet; a failure (say Prefect's server answering
+    503) is reported in its place instead of losing the other figures."""
+    wait_until_quiet(api_url)
     try:
-        with (
-            start_prefect_server() as prefect,
-            temporary_settings(updates={PREFECT_API_URL: prefect.api_url}),
-        ):
-            result[name] = measure()
+        result[name] = measure()
     except Exception as exc:  # reported in the output, not hidden
         result[name] = {"error": f"{type(exc).__name__}: {exc}"[:500]}
 
@@ -155,6 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     concurrency, delay = 16, 0.2
 
     admin, server = admin_dsn(use_database_url=False)
+    # a real Prefect server, as a deployment would have (not the ephemeral one in-process)
+    prefect = start_prefect_server()
+    os.environ["PREFECT_API_URL"] = prefect.api_url
     llm = FakeLLM().start()
     result: dict[str, Any] = {"scopes": scopes, "episodes_per_scope": 5, "concurrency": concurrency}
     try:
@@ -170,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
             asyncio.run(run_flow(settings_for(dsn, llm, concurrency)))
             return {}
 
-        section({}, "warm_up", warm_up)
+        section({}, "warm_up", warm_up, prefect.api_url)
 
         # 1. a 200 ms LLM
         def slow_llm() -> dict[str, Any]:
@@ -269,13 +287,14 @@ def main(argv: list[str] | None = None) -> int:
                 "16 calls of 200 ms in flight",
             }
 
-        section(result, "llm_200ms", slow_llm)
-        section(result, "llm_0ms", instant_llm)
-        section(result, "rerun_unchanged", rerun)
-        section(result, "backlog", backlog)
-        section(result, "cpu_floor", floor)
+        section(result, "llm_200ms", slow_llm, prefect.api_url)
+        section(result, "llm_0ms", instant_llm, prefect.api_url)
+        section(result, "rerun_unchanged", rerun, prefect.api_url)
+        section(result, "backlog", backlog, prefect.api_url)
+        section(result, "cpu_floor", floor, prefect.api_url)
     finally:
         llm.stop()
+        prefect.stop()
         if server is not None:
             server.cleanup()
     full = not args.quick

@@ -19,6 +19,7 @@ from prefect import flow, get_run_logger, runtime
 from prefect.artifacts import acreate_markdown_artifact, acreate_table_artifact
 from prefect.events import emit_event
 from prefect.utilities.annotations import quote
+from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agent_memory.consolidation import ScopeClaims, ScopeResult, merge
@@ -27,7 +28,7 @@ from agent_memory.db.pool import open_pool
 from agent_memory.extraction import OfflineExtractor, build_extractor
 from agent_memory.models import Scope, Window
 from agent_memory.redact import known_secrets, redact
-from agent_memory.settings import get_settings
+from agent_memory.settings import Settings, get_settings
 from flows.outcome import outcome
 from flows.params import ScopeParam
 from tasks.consolidation import (
@@ -190,6 +191,102 @@ def summarize(results: list[ScopeResult], extractor: str) -> dict[str, Any]:
     }
 
 
+def _extractor(settings: Settings) -> Any:
+    extractor = build_extractor(settings.llm)
+    if extractor.name == OfflineExtractor.name:
+        get_run_logger().warning(
+            "no LLM configured (AGENT_MEMORY_LLM_MODEL); using the built-in offline rule-based "
+            "extractor '%s'",
+            extractor.name,
+        )
+    return extractor
+
+
+def _secrets(settings: Settings) -> list[str | None]:
+    return list(
+        known_secrets(
+            settings.llm.api_key.get_secret_value() if settings.llm.api_key else None,
+            settings.db.url.get_secret_value() if settings.db.url else None,
+        )
+    )
+
+
+def run_window(params: ConsolidationParams, window: Window | None = None) -> Window | None:
+    """The window narrowed to the run's shard, if it has one."""
+    if params.shard_count == 1:
+        return window
+    return dataclasses.replace(window or Window(), shard=params.shard, shards=params.shard_count)
+
+
+async def pending_scopes(
+    pool: AsyncConnectionPool, params: ConsolidationParams, window: Window | None
+) -> list[Scope]:
+    """The scopes this run takes (a task). A run retried from Prefect (its Retry button,
+    `prefect flow-run retry`) is an operator's explicit request: failed scopes need not wait
+    out their backoff."""
+    only = params.scope.to_scope() if params.scope else None
+    retried = (runtime.flow_run.run_count or 1) > 1
+    scopes: list[Scope] = await find_pending_scopes(
+        pool, only, params.max_scopes, window, include_waiting=retried
+    )
+    return scopes
+
+
+async def consolidate_scopes(
+    pool: AsyncConnectionPool,
+    scopes: list[Scope],
+    params: ConsolidationParams,
+    window: Window | None = None,
+    on_batch: OnBatch | None = None,
+) -> list[ScopeResult]:
+    """Consolidate ``scopes`` concurrently in this process (LLM calls bounded by
+    ``AGENT_MEMORY_LLM_MAX_CONCURRENCY``), each under this run's claim; one result per scope
+    that had work."""
+    settings = get_settings()
+    extractor = _extractor(settings)
+    secrets = _secrets(settings)
+    limit = asyncio.Semaphore(settings.llm.max_concurrency)
+    claims = await ScopeClaims.open(resolve(settings.db))
+    try:
+        outcomes = await asyncio.gather(
+            *(
+                _one_scope(
+                    pool,
+                    claims,
+                    s,
+                    extractor,
+                    limit,
+                    params,
+                    secrets,
+                    settings.memory.reinforce_boost,
+                    settings.llm.batch_tokens,
+                    window,
+                    on_batch,
+                )
+                for s in scopes
+            ),
+            # one scope's unexpected error must not close the pool under the others
+            return_exceptions=True,
+        )
+    finally:
+        with contextlib.suppress(Exception):
+            await claims.close()
+    results = [
+        r
+        if isinstance(r, ScopeResult)
+        else ScopeResult(s, "failed", error=redact(f"{type(r).__name__}: {r}", secrets))
+        for s, r in zip(scopes, outcomes, strict=True)
+    ]
+    return [r for r in results if r.outcome != "empty"]
+
+
+def open_run_pool(settings: Settings) -> Any:
+    """The connection pool of a run: one connection per concurrent LLM call, and one more."""
+    return open_pool(
+        settings, max_size=min(settings.db.pool_max_size, settings.llm.max_concurrency + 1)
+    )
+
+
 async def run_consolidation(
     params: ConsolidationParams,
     *,
@@ -201,82 +298,28 @@ async def run_consolidation(
     """The body of a consolidation run (inside a flow): every scope with pending episodes in
     the window (or just ``scopes``), batch by batch, ``on_batch`` told of each finished batch;
     then the artifacts, and an event per failed scope."""
-    logger = get_run_logger()
-    settings = get_settings()
-    extractor = build_extractor(settings.llm)
-    if extractor.name == OfflineExtractor.name:
-        logger.warning(
-            "no LLM configured (AGENT_MEMORY_LLM_MODEL); using the built-in offline rule-based "
-            "extractor '%s'",
-            extractor.name,
-        )
-    secrets: list[str | None] = list(
-        known_secrets(
-            settings.llm.api_key.get_secret_value() if settings.llm.api_key else None,
-            settings.db.url.get_secret_value() if settings.db.url else None,
-        )
-    )
-    only = params.scope.to_scope() if params.scope else None
-    if params.shard_count > 1:
-        window = dataclasses.replace(
-            window or Window(), shard=params.shard, shards=params.shard_count
-        )
-    concurrency = settings.llm.max_concurrency
-    boost = settings.memory.reinforce_boost
-    budget = settings.llm.batch_tokens
-    async with open_pool(
-        settings, max_size=min(settings.db.pool_max_size, concurrency + 1)
-    ) as pool:
+    window = run_window(params, window)
+    async with open_run_pool(get_settings()) as pool:
         if scopes is None:
-            # a run retried from Prefect (its Retry button, `prefect flow-run retry`) is an
-            # operator's explicit request: failed scopes need not wait out their backoff
-            retried = (runtime.flow_run.run_count or 1) > 1
-            scopes = await find_pending_scopes(
-                pool, only, params.max_scopes, window, include_waiting=retried
-            )
-        limit = asyncio.Semaphore(concurrency)
-        claims = await ScopeClaims.open(resolve(settings.db))
-        try:
-            outcomes = list(
-                await asyncio.gather(
-                    *(
-                        _one_scope(
-                            pool,
-                            claims,
-                            s,
-                            extractor,
-                            limit,
-                            params,
-                            secrets,
-                            boost,
-                            budget,
-                            window,
-                            on_batch,
-                        )
-                        for s in scopes
-                    ),
-                    # one scope's unexpected error must not close the pool under the others
-                    return_exceptions=True,
-                )
-            )
-        finally:
-            with contextlib.suppress(Exception):
-                await claims.close()
-    results = [
-        r
-        if isinstance(r, ScopeResult)
-        else ScopeResult(s, "failed", error=redact(f"{type(r).__name__}: {r}", secrets))
-        for s, r in zip(scopes, outcomes, strict=True)
-    ]
-    results = [r for r in results if r.outcome != "empty"]
-    summary = summarize(results, extractor.name)
+            scopes = await pending_scopes(pool, params, window)
+        results = await consolidate_scopes(pool, scopes, params, window, on_batch)
+    return await publish(results, build_extractor(get_settings().llm).name, summary_key)
+
+
+async def publish(
+    results: list[ScopeResult], extractor_name: str, summary_key: str = SUMMARY_KEY
+) -> dict[str, Any]:
+    """The run's summary: its table artifact, a failures artifact and an event per failed
+    scope."""
+    logger = get_run_logger()
+    summary = summarize(results, extractor_name)
     await acreate_table_artifact(
         table=summary["results"] or [{"scope": "-", "outcome": "nothing pending"}],
         key=summary_key,
         description=(
             f"{summary['scopes']} scope(s): {summary['completed']} completed, "
             f"{summary['skipped']} skipped, {summary['failed']} failed, {summary['busy']} busy; "
-            f"{summary['facts_created']} new fact(s), extractor {extractor.name}; "
+            f"{summary['facts_created']} new fact(s), extractor {extractor_name}; "
             f"{summary['llm_calls']} LLM call(s), {summary['prompt_tokens']} tokens in, "
             f"{summary['completion_tokens']} out"
         ),
