@@ -421,6 +421,14 @@ def serve(
 backfill_app = typer.Typer(help="Import and consolidate historical conversations.")
 
 
+def _end_import(report: Any, where: str, line: str) -> None:
+    """Name each skipped record, print the import's one-line summary; exit 1 if any skipped."""
+    for bad in report.bad:
+        errors.print(f"[yellow]skipped[/] {where}{bad}", highlight=False)
+    console.print(line, highlight=False)
+    raise typer.Exit(1 if report.bad else 0)
+
+
 class OnErrorChoice(StrEnum):
     reject = "reject"
     skip = "skip"
@@ -475,14 +483,12 @@ def backfill_import(
             )
     except AgentMemoryError as exc:
         raise _fail(exc) from None
-    for bad in report.bad:
-        errors.print(f"[yellow]skipped[/] {path}, {bad}", highlight=False)
-    console.print(
+    _end_import(
+        report,
+        f"{path}, ",
         f"{report.lines} conversation(s) read: {report.inserted} imported, "
         f"{report.duplicates} already there, {len(report.bad)} bad line(s) skipped",
-        highlight=False,
     )
-    raise typer.Exit(1 if report.bad else 0)
 
 
 @backfill_app.command("checkpoints")
@@ -526,14 +532,12 @@ def backfill_checkpoints(
             )
     except AgentMemoryError as exc:
         raise _fail(exc) from None
-    for bad in report.bad:
-        errors.print(f"[yellow]skipped[/] {bad}", highlight=False)
-    console.print(
+    _end_import(
+        report,
+        "",
         f"{report.lines} thread(s) read: {report.inserted} imported, "
         f"{report.duplicates} with nothing new, {len(report.bad)} bad thread(s) skipped",
-        highlight=False,
     )
-    raise typer.Exit(1 if report.bad else 0)
 
 
 @backfill_app.command("run")

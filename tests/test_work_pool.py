@@ -4,6 +4,7 @@ run per step and scope and its summary artifact, all checked through the Prefect
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -61,14 +62,25 @@ def deploy(env: dict[str, str]) -> dict[str, dict[str, Any]]:
     return {d["name"]: d for d in api(env["PREFECT_API_URL"], "/deployments/filter", {})}
 
 
-def start_worker(env: dict[str, str], cwd: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [PREFECT, "worker", "start", "--pool", "agent-memory"],
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+@contextlib.contextmanager
+def workers(env: dict[str, str], cwd: Path, count: int = 1) -> Iterator[list[Any]]:
+    """``prefect worker start`` processes on the pool, stopped on leaving."""
+    started = [
+        subprocess.Popen(
+            [PREFECT, "worker", "start", "--pool", "agent-memory"],
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for _ in range(count)
+    ]
+    try:
+        yield started
+    finally:
+        for worker in started:
+            worker.terminate()
+            worker.wait(timeout=60)
 
 
 def record(db: psycopg.Connection[Any], users: tuple[str, ...]) -> None:
@@ -104,14 +116,10 @@ def test_prefect_yaml_deployments_run_on_a_process_work_pool(
     assert deployments[CONSOLIDATION.name]["work_pool_name"] == "agent-memory"
     record(db, USERS)
     base = server.api_url
-    worker = start_worker(env, tmp_path)
-    try:
+    with workers(env, tmp_path) as (worker,):
         run = api(base, f"/deployments/{deployments[CONSOLIDATION.name]['id']}/create_flow_run", {})
         state = wait_final(base, run["id"], worker)
         assert state["type"] == "COMPLETED", state
-    finally:
-        worker.terminate()
-        worker.wait(timeout=60)
 
     jobs = db.execute(
         "SELECT user_id, status, flow_run_id FROM agent_memory.consolidation_jobs ORDER BY user_id"
@@ -169,8 +177,7 @@ def test_a_failed_run_retried_from_prefect_completes_without_duplicates(
     deployments = deploy(env)
     record(db, USERS)
     base = server.api_url
-    worker = start_worker(env, tmp_path)
-    try:
+    with workers(env, tmp_path) as (worker,):
         run = api(base, f"/deployments/{deployments[CONSOLIDATION.name]['id']}/create_flow_run", {})
         state = wait_final(base, run["id"], worker)
         assert state["type"] == "FAILED", state  # red in the UI: a scope failed
@@ -180,9 +187,6 @@ def test_a_failed_run_retried_from_prefect_completes_without_duplicates(
         prefect(env, "flow-run", "retry", run["id"])
         state = wait_final(base, run["id"], worker)
         assert state["type"] == "COMPLETED", state
-    finally:
-        worker.terminate()
-        worker.wait(timeout=60)
 
     # the retry did only the failed scope's work, within its backoff (an explicit retry)
     assert fake_llm.calls == calls_before + 1
@@ -212,8 +216,7 @@ def test_two_workers_run_sharded_consolidations_without_duplicate_work(
     record(db, users)
     base = server.api_url
     consolidation = deployments[CONSOLIDATION.name]
-    workers = [start_worker(env, tmp_path) for _ in range(2)]
-    try:
+    with workers(env, tmp_path, 2) as pair:
         runs = [
             api(
                 base,
@@ -230,12 +233,8 @@ def test_two_workers_run_sharded_consolidations_without_duplicate_work(
             )
             for shard in range(2)
         ]
-        states = [wait_final(base, run["id"], workers[0]) for run in runs]
+        states = [wait_final(base, run["id"], pair[0]) for run in runs]
         assert [s["type"] for s in states] == ["COMPLETED", "COMPLETED"], states
-    finally:
-        for worker in workers:
-            worker.terminate()
-            worker.wait(timeout=60)
     jobs = db.execute(
         "SELECT user_id, status, flow_run_id FROM agent_memory.consolidation_jobs"
     ).fetchall()
