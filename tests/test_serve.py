@@ -92,3 +92,11 @@ def test_serve_registers_schedules_and_runs_a_triggered_consolidation(
         return wanted <= {t["name"] for t in runs}
 
     wait_for("task runs named by scope", named, 60, proc)
+
+
+def test_a_prefect_server_that_cannot_start_is_named(tmp_path: Path) -> None:
+    from agent_memory.errors import PrefectServerError
+    from deployments.server import start_prefect_server
+
+    with pytest.raises(PrefectServerError, match=r"256\.0\.0\.1:\d+ exited with \d+; see .*\.log"):
+        start_prefect_server("256.0.0.1", free_port(), home=tmp_path / "prefect", timeout=120)
