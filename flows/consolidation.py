@@ -238,12 +238,13 @@ async def consolidate_scopes(
     params: ConsolidationParams,
     window: Window | None = None,
     on_batch: OnBatch | None = None,
+    extractor: Any = None,
 ) -> list[ScopeResult]:
     """Consolidate ``scopes`` concurrently in this process (LLM calls bounded by
     ``AGENT_MEMORY_LLM_MAX_CONCURRENCY``), each under this run's claim; one result per scope
-    that had work."""
+    that had work. ``extractor``: the run's, else one built from the settings."""
     settings = get_settings()
-    extractor = _extractor(settings)
+    extractor = extractor or _extractor(settings)
     secrets = _secrets(settings)
     limit = asyncio.Semaphore(settings.llm.max_concurrency)
     claims = await ScopeClaims.open(resolve(settings.db))
@@ -299,11 +300,13 @@ async def run_consolidation(
     the window (or just ``scopes``), batch by batch, ``on_batch`` told of each finished batch;
     then the artifacts, and an event per failed scope."""
     window = run_window(params, window)
-    async with open_run_pool(get_settings()) as pool:
+    settings = get_settings()
+    extractor = _extractor(settings)
+    async with open_run_pool(settings) as pool:
         if scopes is None:
             scopes = await pending_scopes(pool, params, window)
-        results = await consolidate_scopes(pool, scopes, params, window, on_batch)
-    return await publish(results, build_extractor(get_settings().llm).name, summary_key)
+        results = await consolidate_scopes(pool, scopes, params, window, on_batch, extractor)
+    return await publish(results, extractor.name, summary_key)
 
 
 async def publish(
