@@ -390,6 +390,13 @@ def serve(
         str, typer.Option(help="where to start a Prefect server if none is set")
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535)] = 4200,
+    prefect_database_url: Annotated[
+        str | None,
+        typer.Option(
+            envvar="PREFECT_API_DATABASE_CONNECTION_URL",
+            help="a PostgreSQL (with pg_trgm) for the started server's state; default SQLite",
+        ),
+    ] = None,
 ) -> None:
     """Serve the hourly consolidation and daily decay schedules (no worker, no Docker).
 
@@ -401,7 +408,7 @@ def serve(
         from deployments.server import start_prefect_server
 
         try:
-            server = start_prefect_server(host, port)
+            server = start_prefect_server(host, port, database_url=prefect_database_url)
         except AgentMemoryError as exc:
             raise _fail(exc) from None
         os.environ["PREFECT_API_URL"] = server.api_url

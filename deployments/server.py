@@ -1,8 +1,7 @@
 """A local ``prefect server start`` as a child process, for `agent-memory serve`, the
-benchmarks and the end-to-end tests. It keeps its own state in SQLite under PREFECT_HOME.
-
-(Prefect's server can keep its state in PostgreSQL, but its migrations need the pg_trgm
-extension, which the embedded PostgreSQL does not ship.)
+benchmarks and the end-to-end tests. It keeps its own state in SQLite under PREFECT_HOME, or in
+the PostgreSQL given as ``database_url`` (Prefect's migrations need the pg_trgm extension there,
+which a full PostgreSQL has and the embedded one does not ship).
 """
 
 from __future__ import annotations
@@ -26,6 +25,16 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
+
+
+def prefect_database_url(url: str) -> str:
+    """A PostgreSQL address in the form Prefect's server takes (SQLAlchemy with asyncpg)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme not in ("postgres", "postgresql", "postgresql+asyncpg"):
+        raise PrefectServerError(
+            f"Prefect's server database must be a postgresql:// address, got {scheme!r}"
+        )
+    return f"postgresql+asyncpg://{rest}"
 
 
 @dataclass
@@ -67,13 +76,16 @@ def start_prefect_server(
     port: int | None = None,
     *,
     home: Path | None = None,
+    database_url: str | None = None,
     timeout: float = 180,
 ) -> PrefectServer:
     """Start ``prefect server start`` on HOST:PORT (a free port if None) and wait until its
     health check answers.
 
-    ``home``: its PREFECT_HOME (default: the current one). Raises PrefectServerError, naming
-    the log to read, if it exits or stays unhealthy past ``timeout`` seconds.
+    ``home``: its PREFECT_HOME (default: the current one). ``database_url``: a PostgreSQL
+    for its state (``postgresql://`` or ``postgresql+asyncpg://``; default: SQLite, or whatever
+    PREFECT_API_DATABASE_CONNECTION_URL says). Raises PrefectServerError, naming the log to
+    read, if it exits or stays unhealthy past ``timeout`` seconds.
     """
     port = port or free_port(host)
     env = dict(os.environ)
@@ -82,6 +94,8 @@ def start_prefect_server(
     env.setdefault("DO_NOT_TRACK", "1")
     if home is not None:
         env["PREFECT_HOME"] = str(home)
+    if database_url is not None:
+        env["PREFECT_API_DATABASE_CONNECTION_URL"] = prefect_database_url(database_url)
     # the UI asks this address for its data; its default is port 4200 whatever --port says
     env["PREFECT_UI_API_URL"] = f"http://{host}:{port}/api"
     prefect_home = Path(env.get("PREFECT_HOME") or Path.home() / ".prefect")

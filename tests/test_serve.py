@@ -14,8 +14,9 @@ from typing import Any
 import psycopg
 import pytest
 
+from agent_memory.errors import PrefectServerError
 from deployments.schedules import SCHEDULES
-from deployments.server import free_port
+from deployments.server import free_port, prefect_database_url
 from tests.prefect_api import api, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -100,3 +101,12 @@ def test_a_prefect_server_that_cannot_start_is_named(tmp_path: Path) -> None:
 
     with pytest.raises(PrefectServerError, match=r"256\.0\.0\.1:\d+ exited with \d+; see .*\.log"):
         start_prefect_server("256.0.0.1", free_port(), home=tmp_path / "prefect", timeout=120)
+
+
+def test_prefect_server_database_must_be_postgresql() -> None:
+    assert prefect_database_url("postgres://u@h:5/prefect") == "postgresql+asyncpg://u@h:5/prefect"
+    assert prefect_database_url("postgresql+asyncpg://h/p") == "postgresql+asyncpg://h/p"
+    with pytest.raises(PrefectServerError, match="'sqlite'"):
+        prefect_database_url("sqlite:///prefect.db")
+    with pytest.raises(PrefectServerError, match=r"'prefect\.db'"):
+        prefect_database_url("prefect.db")

@@ -22,6 +22,7 @@ from deployments.schedules import CONSOLIDATION, SCHEDULES
 from deployments.server import PrefectServer, start_prefect_server
 from tests.fake_llm import FakeLLM, Reply, facts_answer
 from tests.prefect_api import api, wait_for
+from tests.system_postgres import system_bindir, system_postgres
 
 ROOT = Path(__file__).resolve().parent.parent
 PREFECT = str(Path(sys.executable).with_name("prefect"))
@@ -205,11 +206,11 @@ def test_a_failed_run_retried_from_prefect_completes_without_duplicates(
     assert db.execute("SELECT count(*) FROM agent_memory.scope_retries").fetchone() == (0,)
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(600)
-def test_two_workers_run_sharded_consolidations_without_duplicate_work(
+def run_two_shards_on_two_workers(
     server: PrefectServer, database_url: str, db: psycopg.Connection[Any], tmp_path: Path
-) -> None:
+) -> list[str]:
+    """Shard 1/2 and 2/2 of the consolidation deployment on two workers: every scope is
+    consolidated once, by one run or the other. The flow runs' ids."""
     env = prefect_env(server, database_url, tmp_path)
     deployments = deploy(env)
     users = tuple(f"shard-user-{i}" for i in range(12))
@@ -245,3 +246,55 @@ def test_two_workers_run_sharded_consolidations_without_duplicate_work(
     assert all(by_run.values()) and sum(map(len, by_run.values())) == len(users)
     names = {api(base, f"/flow_runs/{run['id']}")["name"] for run in runs}
     assert names == {"consolidate [all scopes, shard 1/2]", "consolidate [all scopes, shard 2/2]"}
+    return [run["id"] for run in runs]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_two_workers_run_sharded_consolidations_without_duplicate_work(
+    server: PrefectServer, database_url: str, db: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    run_two_shards_on_two_workers(server, database_url, db, tmp_path)
+
+
+@pytest.fixture
+def prefect_database() -> Iterator[str]:
+    """A database for Prefect's own state on the system's PostgreSQL (it needs pg_trgm)."""
+    bindir = system_bindir()
+    if bindir is None:
+        pytest.skip(
+            "Prefect's server on PostgreSQL needs a PostgreSQL with pg_trgm, which the embedded"
+            " one lacks: install Debian's postgresql package (.ci/run does)"
+        )
+    with system_postgres(bindir) as url:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("CREATE DATABASE prefect")
+        yield url.rsplit("/", 1)[0] + "/prefect"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_prefect_server_on_postgresql_serves_sharded_workers(
+    prefect_database: str, database_url: str, db: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    home = tmp_path / "prefect"
+    with (
+        start_prefect_server(home=home, database_url=prefect_database) as server,
+        psycopg.connect(prefect_database, autocommit=True) as prefect_db,
+    ):
+        run_ids = run_two_shards_on_two_workers(server, database_url, db, tmp_path)
+        # the runs and their task runs live in PostgreSQL, not in a SQLite file
+        rows = prefect_db.execute(
+            "SELECT id::text, state_type::text FROM flow_run WHERE id = ANY(%s::uuid[])",
+            (run_ids,),
+        ).fetchall()
+        assert sorted(rows) == sorted((run_id, "COMPLETED") for run_id in run_ids)
+
+        def task_runs() -> int | None:  # recorded from events, a moment after they ran
+            row = prefect_db.execute(
+                "SELECT count(*) FROM task_run WHERE flow_run_id = ANY(%s::uuid[])", (run_ids,)
+            ).fetchone()
+            return row[0] if row and row[0] >= 12 * 3 else None  # one per step and scope
+
+        wait_for("the task runs in Prefect's PostgreSQL", task_runs, 60)
+    assert not list(home.glob("*.db"))
