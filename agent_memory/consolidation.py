@@ -38,6 +38,7 @@ from agent_memory.db.connection import Database
 from agent_memory.decay import MIN_IMPORTANCE, today
 from agent_memory.errors import ExtractionError, TransientExtractionError
 from agent_memory.extraction.base import Extraction, Extractor, Usage, checksum
+from agent_memory.extraction.offline import summarize
 from agent_memory.extraction.prompt import format_episodes
 from agent_memory.models import Episode, KnownFact, Operation, Scope, Window
 from agent_memory.redact import redact
@@ -377,6 +378,13 @@ async def write(
         if extraction is not None:
             applied = await _apply(conn, batch, extraction, boost)
             status = "completed"
+        # the episodic tier: every consolidated episode gets its summary (the model's, or the
+        # deterministic one when the model gave none or no call was needed)
+        given = extraction.summaries if extraction is not None else {}
+        await episode_repo.set_summaries(
+            conn,
+            {e.id: given.get(n) or summarize(e) for n, e in enumerate(batch.episodes, start=1)},
+        )
         await job_repo.finish(
             conn,
             batch.job_id,

@@ -21,8 +21,9 @@ import asyncio
 import logging
 import threading
 from collections.abc import Sequence
-from datetime import UTC, date, datetime, timedelta
-from typing import Any
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any, Literal
 
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
@@ -30,18 +31,41 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from agent_memory import decay as decay_math
 from agent_memory.db import episodes as episode_repo
 from agent_memory.db import facts as fact_repo
+from agent_memory.db import recall as recall_repo
 from agent_memory.db.connection import Database, resolve
 from agent_memory.db.pool import setup_schema
 from agent_memory.errors import InvalidMessageError
-from agent_memory.graph.nodes import latest_messages, scope_from
+from agent_memory.graph.nodes import latest_messages, latest_user_text, scope_from
 from agent_memory.messages import serialize_messages
-from agent_memory.models import MemoryItem, Scope, WorkingMemoryFrame
+from agent_memory.models import Episode, HistoryEntry, MemoryItem, Scope, WorkingMemoryFrame
 from agent_memory.settings import DatabaseSettings, Settings, use_settings
 
 log = logging.getLogger(__name__)
 
 # how far ahead of this machine's clock an episode's time may be (clocks differ a little)
 _CLOCK_SKEW = timedelta(minutes=5)
+
+
+@dataclass
+class _Recall:
+    """How one inject ranks: importance only, or relevance by text or embedding."""
+
+    ranking: Literal["importance", "text", "embedding"]
+    day: date
+    at: datetime  # the moment a used fact's decay clock restarts at
+    before: datetime  # history up to here
+    params: dict[str, Any] = field(default_factory=dict)
+    vector: list[float] | None = None
+
+
+def _moment(value: datetime | date | None, name: str) -> datetime | None:
+    if value is None or (isinstance(value, datetime) and value.tzinfo is not None):
+        return value
+    if isinstance(value, datetime):
+        raise InvalidMessageError(
+            f"{name} {value.isoformat()} has no time zone; pass an aware datetime or a date"
+        )
+    return datetime.combine(value, time(), UTC)
 
 
 class MemoryManager:
@@ -170,31 +194,125 @@ class MemoryManager:
 
     # ---- the library API -----------------------------------------------------------------
 
-    def _frame(self, scope: Scope, rows: list[tuple[int, str, float]]) -> WorkingMemoryFrame:
-        return WorkingMemoryFrame(
-            **scope.as_dict(),
-            injected_facts=[content for _, content, _ in rows],
-            fact_ids=[fact_id for fact_id, _, _ in rows],
-            importances=[round(importance, 6) for _, _, importance in rows],
-        )
-
-    async def inject(self, scope: Scope, *, on: date | None = None) -> WorkingMemoryFrame:
-        """The scope's most important current facts (min importance and limit from settings)."""
+    def _plan(self, scope: Scope, query: str | None, on: date | None) -> _Recall:
+        """What one inject reads: the day, the ranking and its parameters."""
         m = self.settings.memory
+        day = on or decay_math.today()
+        # "now" for an inject as of today; the start of the given day otherwise (tests, replays)
+        at = datetime.now(UTC) if on is None else datetime.combine(on, time(), UTC)
+        before = at if on is None else at + timedelta(days=1)
+        if m.inject_ranking == "importance":
+            return _Recall("importance", day, at, before, {})
+        params = recall_repo.ranked_params(
+            scope,
+            query or None,
+            on=day,
+            min_importance=m.inject_min_importance,
+            limit=m.inject_limit,
+            candidates=m.inject_candidates,
+            weights=(
+                m.inject_weight_importance,
+                m.inject_weight_recency,
+                m.inject_weight_relevance,
+            ),
+            half_life_days=m.inject_recency_half_life_days,
+        )
+        return _Recall("text", day, at, before, params)
+
+    def _frame(
+        self,
+        scope: Scope,
+        plan: _Recall,
+        rows: recall_repo.Ranked,
+        history: list[HistoryEntry],
+    ) -> WorkingMemoryFrame:
+        frame = WorkingMemoryFrame(
+            user_id=scope.user_id,
+            agent_id=scope.agent_id,
+            workflow_id=scope.workflow_id,
+            injected_facts=[content for _, content, _, _ in rows],
+            fact_ids=[fact_id for fact_id, _, _, _ in rows],
+            importances=[round(importance, 6) for _, _, importance, _ in rows],
+            ranking=plan.ranking,
+            scores=[round(score, 6) for _, _, _, score in rows]
+            if plan.ranking != "importance"
+            else [],
+            history=history,
+        )
+        frame.context = frame.render()
+        return frame
+
+    async def inject(
+        self, scope: Scope, *, query: str | None = None, on: date | None = None
+    ) -> WorkingMemoryFrame:
+        """The facts to put in context for ``scope``, and its recent history.
+
+        With ``AGENT_MEMORY_INJECT_RANKING=importance`` (the default) the most important current
+        facts; with ``relevance`` the best by importance, recency and relevance to ``query``
+        (the latest user message). ``on``: the day to evaluate decay on (default today).
+        """
+        m = self.settings.memory
+        plan = self._plan(scope, query, on)
         pool = await self._apool()
         async with pool.connection() as conn:
-            rows = await fact_repo.top(
-                conn, scope, m.inject_min_importance, m.inject_limit, on or decay_math.today()
+            if plan.ranking == "importance":
+                top = await fact_repo.top(
+                    conn, scope, m.inject_min_importance, m.inject_limit, plan.day
+                )
+                rows = [(i, c, imp, imp) for i, c, imp in top]
+            else:
+                rows = await recall_repo.ranked(conn, plan.params)
+            if m.inject_reinforce:
+                await recall_repo.refresh(conn, scope, [r[0] for r in rows], plan.at)
+            history = (
+                await recall_repo.history(conn, scope, m.inject_history, plan.before)
+                if m.inject_history
+                else []
             )
-        return self._frame(scope, rows)
+        return self._frame(scope, plan, rows, history)
 
-    def inject_sync(self, scope: Scope, *, on: date | None = None) -> WorkingMemoryFrame:
+    def inject_sync(
+        self, scope: Scope, *, query: str | None = None, on: date | None = None
+    ) -> WorkingMemoryFrame:
+        """:meth:`inject` for sync code."""
         m = self.settings.memory
+        plan = self._plan(scope, query, on)
         with self._spool().connection() as conn:
-            rows = fact_repo.top_sync(
-                conn, scope, m.inject_min_importance, m.inject_limit, on or decay_math.today()
+            if plan.ranking == "importance":
+                top = fact_repo.top_sync(
+                    conn, scope, m.inject_min_importance, m.inject_limit, plan.day
+                )
+                rows = [(i, c, imp, imp) for i, c, imp in top]
+            else:
+                rows = recall_repo.ranked_sync(conn, plan.params)
+            if m.inject_reinforce:
+                recall_repo.refresh_sync(conn, scope, [r[0] for r in rows], plan.at)
+            history = (
+                recall_repo.history_sync(conn, scope, m.inject_history, plan.before)
+                if m.inject_history
+                else []
             )
-        return self._frame(scope, rows)
+        return self._frame(scope, plan, rows, history)
+
+    async def episodes(
+        self,
+        scope: Scope,
+        *,
+        since: datetime | date | None = None,
+        until: datetime | date | None = None,
+        limit: int = 1000,
+    ) -> list[Episode]:
+        """The episodic tier: the scope's conversations that happened in [since, until),
+        oldest first, each with its summary once consolidated. A date means its start (UTC),
+        so ``since=tuesday, until=tuesday + timedelta(days=1)`` is "what happened on Tuesday"."""
+        start, end = _moment(since, "since"), _moment(until, "until")
+        if start is not None and end is not None and start >= end:
+            raise InvalidMessageError(
+                f"since {start.isoformat()} is not before until {end.isoformat()}"
+            )
+        pool = await self._apool()
+        async with pool.connection() as conn:
+            return await recall_repo.between(conn, scope, start, end, limit)
 
     @staticmethod
     def _check_time(occurred_at: datetime | None) -> None:
@@ -265,12 +383,12 @@ class MemoryManager:
         return {"working_memory": {**(state.get("working_memory") or {}), **update}}
 
     async def _inject_async(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        frame = await self.inject(scope_from(state, config))
-        return self._merge(state, frame.model_dump())
+        frame = await self.inject(scope_from(state, config), query=latest_user_text(state))
+        return self._merge(state, frame.model_dump(mode="json"))
 
     def _inject_sync(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        frame = self.inject_sync(scope_from(state, config))
-        return self._merge(state, frame.model_dump())
+        frame = self.inject_sync(scope_from(state, config), query=latest_user_text(state))
+        return self._merge(state, frame.model_dump(mode="json"))
 
     @staticmethod
     def _unrecorded(state: dict[str, Any]) -> tuple[list[Any], int]:

@@ -124,12 +124,15 @@ class Operation(BaseModel):
     ``update`` fact ``target`` to ``content`` (the old one is kept as superseded); ``delete``
     (invalidate) fact ``target``, which the conversation contradicts. ``target`` is a stored
     fact id: extractors see short numbers, and map them back, so a model cannot invent ids.
+    ``summary``: ``content`` is a one-sentence summary of conversation ``episode`` (1-based,
+    in the order the batch gave them) for the episodic tier; it changes no fact.
     """
 
-    op: Literal["add", "update", "delete"] = "add"
+    op: Literal["add", "update", "delete", "summary"] = "add"
     content: str | None = Field(default=None, min_length=1, max_length=4000)
     importance: float = Field(default=0.5, ge=0.0, le=1.0)
     target: int | None = None
+    episode: int | None = Field(default=None, ge=1)
 
     @property
     def fact(self) -> Fact:
@@ -175,6 +178,7 @@ class Episode(BaseModel):
     occurred_at: datetime
     created_at: datetime
     consolidated: bool
+    summary: str | None = None  # one sentence, written when it is consolidated
 
     @property
     def scope(self) -> Scope:
@@ -210,8 +214,19 @@ class ConsolidationJob(BaseModel):
     cost_usd: float | None = None
 
 
+class HistoryEntry(BaseModel):
+    """One past session in the episodic tier: when it happened and what it was about."""
+
+    occurred_at: datetime
+    summary: str
+
+
 class WorkingMemoryFrame(BaseModel):
-    """What ``inject_memory`` puts in ``state["working_memory"]``."""
+    """What ``inject_memory`` puts in ``state["working_memory"]``.
+
+    ``context`` is the whole frame as text for a system prompt: the facts, then the recent
+    conversation history (when ``AGENT_MEMORY_INJECT_HISTORY`` asks for it).
+    """
 
     user_id: str | None = None
     agent_id: str | None = None
@@ -219,3 +234,21 @@ class WorkingMemoryFrame(BaseModel):
     injected_facts: list[str] = Field(default_factory=list)
     fact_ids: list[int] = Field(default_factory=list)
     importances: list[float] = Field(default_factory=list)
+    ranking: Literal["importance", "text", "embedding"] = "importance"
+    scores: list[float] = Field(default_factory=list)  # the weighted score (relevance ranking)
+    history: list[HistoryEntry] = Field(default_factory=list)  # newest first
+    context: str = ""
+
+    def render(self) -> str:
+        """The frame as text for a system prompt (empty when there is nothing to say)."""
+        parts: list[str] = []
+        if self.injected_facts:
+            parts.append(
+                "What you know about the user:\n" + "\n".join(f"- {f}" for f in self.injected_facts)
+            )
+        if self.history:
+            parts.append(
+                "Recent conversation history:\n"
+                + "\n".join(f"\u2022 {h.occurred_at:%Y-%m-%d}: {h.summary}" for h in self.history)
+            )
+        return "\n\n".join(parts)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Literal
 
 import platformdirs
 from pydantic import AliasChoices, BaseModel, Field, SecretStr, model_validator
@@ -100,6 +101,59 @@ class MemorySettings(BaseSettings):
     )
     max_episode_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
 
+    # -- relevance-aware injection (the default, "importance", is the seed's ranking) --------
+    inject_ranking: Literal["importance", "relevance"] = Field(
+        default="importance",
+        description="importance: most important first; relevance: a weighted mix of "
+        "importance, recency and relevance to the latest user message",
+    )
+    inject_weight_importance: float = Field(default=1.0, ge=0.0, le=100.0)
+    inject_weight_recency: float = Field(default=1.0, ge=0.0, le=100.0)
+    inject_weight_relevance: float = Field(default=1.0, ge=0.0, le=100.0)
+    inject_recency_half_life_days: float = Field(
+        default=7.0, gt=0.0, le=36_500.0, description="days since last mention or use to halve"
+    )
+    inject_candidates: int = Field(
+        default=500,
+        ge=1,
+        le=100_000,
+        description="most important facts scored per inject, besides every text match",
+    )
+    inject_reinforce: bool = Field(
+        default=False,
+        description="restart the decay clock of injected facts (at most once a day per fact)",
+    )
+    inject_history: int = Field(
+        default=0, ge=0, le=100, description="recent episode summaries to inject (0: none)"
+    )
+
+    @model_validator(mode="after")
+    def _some_weight(self) -> MemorySettings:
+        weights = (
+            self.inject_weight_importance,
+            self.inject_weight_recency,
+            self.inject_weight_relevance,
+        )
+        if self.inject_ranking == "relevance" and not any(weights):
+            raise ValueError("inject_ranking 'relevance' needs at least one weight above 0")
+        return self
+
+
+class EmbeddingSettings(BaseSettings):
+    """The embedding model for relevance by meaning (litellm, stored with pgvector). Unset:
+    relevance by full-text search."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="AGENT_MEMORY_EMBEDDING_", env_file=".env", extra="ignore"
+    )
+
+    model: str | None = Field(default=None, description="litellm embedding model name")
+    api_base: str | None = None
+    api_key: SecretStr | None = None
+    dimensions: int | None = Field(default=None, ge=1, le=16_000)
+    batch_size: int = Field(default=64, ge=1, le=2048, description="texts per embedding call")
+    timeout: float = Field(default=30.0, gt=0, le=600)
+
 
 class JobSettings(BaseSettings):
     """When a scope whose consolidation failed is tried again, and when it is parked."""
@@ -124,6 +178,7 @@ class Settings(BaseModel):
     llm: LLMSettings = Field(default_factory=LLMSettings)
     memory: MemorySettings = Field(default_factory=MemorySettings)
     jobs: JobSettings = Field(default_factory=JobSettings)
+    embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
 
 
 _override: Settings | None = None

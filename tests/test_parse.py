@@ -7,7 +7,7 @@ import json
 import pytest
 
 from agent_memory.errors import ExtractionError
-from agent_memory.extraction.parse import MAX_FACT_CHARS, MAX_FACTS, parse_facts
+from agent_memory.extraction.parse import MAX_FACT_CHARS, MAX_FACTS, parse_facts, parse_operations
 
 
 def contents(text: str) -> list[tuple[str, float]]:
@@ -100,3 +100,23 @@ def test_overlong_fact_is_cut() -> None:
 def test_unusable_answers_fail_with_the_bad_value(text: str, needle: str) -> None:
     with pytest.raises(ExtractionError, match=needle):
         parse_facts(text)
+
+
+def test_summaries_are_read_per_episode_and_bad_ones_dropped_with_a_note() -> None:
+    answer = json.dumps(
+        [
+            {"op": "summary", "episode": 1, "summary": "User asked about  tea."},
+            {"op": "summarize", "episode": "2", "text": "User  planned a trip."},
+            {"op": "summary", "episode": 3, "summary": "No such episode."},
+            {"op": "summary", "episode": "first", "summary": "Not a number."},
+            {"op": "summary", "episode": 1},
+            {"content": "User likes tea.", "importance": 0.5},
+        ]
+    )
+    ops, repairs = parse_operations(answer, episodes=2)
+    summaries = [(o.episode, o.content) for o in ops if o.op == "summary"]
+    assert summaries == [(1, "User asked about tea."), (2, "User planned a trip.")]
+    assert [o.content for o in ops if o.op == "add"] == ["User likes tea."]
+    assert "item 2: summary dropped, there is no episode 3" in repairs
+    assert "item 3: summary dropped, its episode 'first' is not a number" in repairs
+    assert "item 4: summary of episode 1 dropped, it has no text" in repairs

@@ -189,6 +189,15 @@ async def mark_consolidated(conn: psycopg.AsyncConnection[Any], ids: list[int], 
     return cur.rowcount
 
 
+async def set_summaries(conn: psycopg.AsyncConnection[Any], summaries: dict[int, str]) -> None:
+    """Store one-sentence summaries, by episode id."""
+    await conn.execute(
+        """UPDATE agent_memory.episodes e SET summary = s.summary
+           FROM unnest(%s::bigint[], %s::text[]) AS s(id, summary) WHERE e.id = s.id""",
+        (list(summaries), list(summaries.values())),
+    )
+
+
 async def count_marked_by(conn: psycopg.AsyncConnection[Any], ids: list[int], job_id: int) -> int:
     """How many of these episodes the given job consolidated."""
     cur = await conn.execute(

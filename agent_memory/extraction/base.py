@@ -47,7 +47,16 @@ class Extraction:
     @property
     def facts(self) -> list[Fact]:
         """The facts added or written by updates."""
-        return [op.fact for op in self.operations if op.op != "delete"]
+        return [op.fact for op in self.operations if op.op in ("add", "update")]
+
+    @property
+    def summaries(self) -> dict[int, str]:
+        """One-sentence summaries by episode number (1-based, in the batch's order)."""
+        return {
+            op.episode: op.content
+            for op in self.operations
+            if op.op == "summary" and op.episode is not None and op.content
+        }
 
 
 class Extractor(Protocol):

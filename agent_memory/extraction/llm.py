@@ -143,7 +143,7 @@ class LLMExtractor:
     ) -> Extraction:
         text, usage = await self.complete(build_messages(episodes, known))
         try:
-            operations, repairs = parse_operations(text, known)
+            operations, repairs = parse_operations(text, known, episodes=len(episodes))
         except ExtractionError as exc:
             exc.usage = usage  # the unusable answer was still paid for
             raise

@@ -189,6 +189,24 @@ def operations_from_text(text: str, known: Sequence[KnownFact] = ()) -> list[Ope
     return ops
 
 
+SUMMARY_CHARS = 160
+
+
+def summarize(episode: Episode) -> str:
+    """A deterministic one-sentence summary: what the user opened the conversation with."""
+    for message in episode.messages:
+        role, text = role_and_text(message)
+        if role in ("user", "human") and text.strip():
+            first = _SENTENCE.split(" ".join(text.split()))[0].strip()
+            if len(first) > SUMMARY_CHARS:
+                first = first[: SUMMARY_CHARS - 3].rstrip() + "..."
+            more = len(episode.messages) - 1
+            tail = f" ({more} more message{'s' if more != 1 else ''})" if more else ""
+            end = "" if first.endswith((".", "!", "?")) and not tail else "."
+            return f'User said "{first}"{tail}{end}'
+    return f"A conversation of {len(episode.messages)} message(s) with no text from the user."
+
+
 class OfflineExtractor:
     """Rule-based extraction with no model; named ``offline-rules`` in logs, jobs and artifacts.
 
@@ -196,7 +214,7 @@ class OfflineExtractor:
     """
 
     name = "offline-rules"
-    prompt_version = "rules-v2"
+    prompt_version = "rules-v3"
 
     def count_tokens(self, text: str) -> int:
         """No model, no tokenizer: about four characters a token, as for English text."""
@@ -207,11 +225,12 @@ class OfflineExtractor:
     ) -> Extraction:
         started = time.perf_counter()
         ops: list[Operation] = []
-        for episode in episodes:
+        for number, episode in enumerate(episodes, start=1):
             for message in episode.messages:
                 role, text = role_and_text(message)
                 if role in ("user", "human"):
                     ops.extend(operations_from_text(text, known))
+            ops.append(Operation(op="summary", content=summarize(episode), episode=number))
         return Extraction(
             operations=ops,
             extractor=self.name,

@@ -149,7 +149,11 @@ _OPS = {
     "noop": "none",
     "nothing": "none",
     "keep": "none",
+    "summary": "summary",
+    "summarize": "summary",
+    "summarise": "summary",
 }
+MAX_SUMMARY_CHARS = 400
 
 
 def _target(
@@ -167,11 +171,40 @@ def _target(
     return known[raw]
 
 
+def _summary(
+    item: dict[str, Any], index: int, episodes: int | None, repairs: list[str]
+) -> Operation | None:
+    """A ``summary`` item: the episode it is about (1-based) and one sentence."""
+    raw = next((item[k] for k in ("episode", "number", "conversation") if k in item), None)
+    if isinstance(raw, str) and raw.strip().isdigit():
+        raw = int(raw.strip())
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
+        repairs.append(f"item {index}: summary dropped, its episode {raw!r} is not a number")
+        return None
+    if episodes is not None and raw > episodes:
+        repairs.append(f"item {index}: summary dropped, there is no episode {raw}")
+        return None
+    key = next((k for k in ("summary", "content", "text") if k in item), None)
+    text = _content(item[key], index, repairs) if key else None
+    if text is None:
+        repairs.append(f"item {index}: summary of episode {raw} dropped, it has no text")
+        return None
+    if len(text) > MAX_SUMMARY_CHARS:
+        repairs.append(f"item {index}: summary cut to {MAX_SUMMARY_CHARS} chars")
+        text = text[: MAX_SUMMARY_CHARS - 3].rstrip() + "..."
+    return Operation(op="summary", content=text, episode=raw)
+
+
 def parse_operations(
-    text: str, known: Sequence[KnownFact] = (), *, max_facts: int = MAX_FACTS
+    text: str,
+    known: Sequence[KnownFact] = (),
+    *,
+    max_facts: int = MAX_FACTS,
+    episodes: int | None = None,
 ) -> tuple[list[Operation], list[str]]:
     """Operations from a model's answer (items without ``op`` are additions), with the short
-    fact numbers mapped back to fact ids, and the repairs made.
+    fact numbers mapped back to fact ids, and the repairs made. ``episodes``: how many
+    conversations the prompt held (a summary of another one is dropped).
 
     Raises ExtractionError if the answer is unusable.
     """
@@ -191,8 +224,15 @@ def parse_operations(
         raw_op = next((item[k] for k in ("op", "operation", "event", "action") if k in item), "add")
         op = _OPS.get(str(raw_op).strip().lower())
         if op is None:
-            raise ExtractionError(f"fact {index}: operation {raw_op!r} is not add/update/delete")
+            raise ExtractionError(
+                f"fact {index}: operation {raw_op!r} is not add/update/delete/summary"
+            )
         if op == "none":
+            continue
+        if op == "summary":
+            summary = _summary(item, index, episodes, repairs)
+            if summary is not None:
+                ops.append(summary)
             continue
         target = _target(item, index, by_number, repairs) if op != "add" else None
         if op != "add" and target is None:
@@ -227,11 +267,11 @@ def parse_operations(
                 target=target.fact_id if target else None,
             )
         )
-    writes = [o for o in ops if o.op != "delete"]
+    writes = [o for o in ops if o.op in ("add", "update")]
     if len(writes) > max_facts:
         repairs.append(f"kept the {max_facts} most important of {len(writes)} facts")
         keep = set(map(id, sorted(writes, key=lambda o: o.importance, reverse=True)[:max_facts]))
-        ops = [o for o in ops if o.op == "delete" or id(o) in keep]
+        ops = [o for o in ops if o.op in ("delete", "summary") or id(o) in keep]
     return ops, repairs
 
 

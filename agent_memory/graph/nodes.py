@@ -45,6 +45,22 @@ def latest_messages(state: Mapping[str, Any]) -> list[Any]:
     return list(messages)
 
 
+def latest_user_text(state: Mapping[str, Any]) -> str | None:
+    """The text of the latest user message in the state (what relevance is measured against)."""
+    from langchain_core.messages import BaseMessage
+
+    from agent_memory.messages import message_to_json, role_and_text
+
+    for message in reversed(latest_messages(state)):
+        if isinstance(message, BaseMessage):
+            message = message_to_json(message)
+        if isinstance(message, dict):
+            role, text = role_and_text(message)
+            if role in ("user", "human"):
+                return text or None
+    return None
+
+
 def memory_graph(
     inject_node: Any, agent: Any, record_node: Any, state_schema: Any = MemoryState
 ) -> StateGraph[Any]:

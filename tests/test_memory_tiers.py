@@ -1,0 +1,267 @@
+"""The three memory tiers: relevance-aware injection (weights, normalisation, full-text
+relevance), reinforcement on use, and the episodic tier (summaries, history, date ranges)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+import psycopg
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+
+from agent_memory import MemoryManager
+from agent_memory.errors import InvalidMessageError
+from agent_memory.models import Scope
+from agent_memory.settings import MemorySettings, Settings
+from benchmarks.retrieval import SCOPE, evaluate, labelled_set, load_facts
+from tests.fake_llm import FakeLLM, Reply
+
+ALEX = Scope("alex", "assistant")
+
+
+async def tuned(settings: Settings, **memory: Any) -> MemoryManager:
+    """A manager on the test's database with these memory settings."""
+    changed = settings.model_copy(
+        update={"memory": MemorySettings(**{**settings.memory.model_dump(), **memory})}
+    )
+    return await MemoryManager.create(settings=changed, migrate=False)
+
+
+def store(db: psycopg.Connection[Any], scope: Scope, facts: dict[str, float], **at: Any) -> None:
+    load_facts(db, scope, [{"content": c, "importance": i} for c, i in facts.items()])
+    if at:
+        db.execute(
+            "UPDATE agent_memory.memory_items SET importance_at = %(at)s,"
+            " decay_rank = ln(importance) + agent_memory.day_index(%(at)s) * -ln(0.95)"
+            " WHERE content = ANY(%(contents)s)",
+            {"at": at["at"], "contents": list(facts)},
+        )
+
+
+def test_importance_only_ranking_is_what_the_default_settings_give() -> None:
+    assert MemorySettings().inject_ranking == "importance"
+    with pytest.raises(ValueError, match="at least one weight"):
+        MemorySettings(
+            inject_ranking="relevance",
+            inject_weight_importance=0,
+            inject_weight_recency=0,
+            inject_weight_relevance=0,
+        )
+
+
+def test_relevance_ranking_finds_the_needed_fact_where_importance_only_does_not(
+    db: psycopg.Connection[Any],
+) -> None:
+    data = labelled_set()
+    load_facts(db, SCOPE, data["facts"])
+    found = evaluate(db, data["questions"], k=5)
+    importance, relevance = found["importance"], found["relevance"]
+    # the set's top five by importance are general facts: no question's fact is among them
+    assert importance.recall == 0.0
+    assert relevance.recall >= 0.9, [
+        q["question"] for q, hit in zip(data["questions"], relevance.hits, strict=True) if not hit
+    ]
+    rescued = [r and not i for r, i in zip(relevance.hits, importance.hits, strict=True)]
+    assert sum(rescued) >= 15
+
+
+async def test_inject_node_ranks_by_the_latest_user_message(
+    settings: Settings, db: psycopg.Connection[Any]
+) -> None:
+    load_facts(db, ALEX, labelled_set()["facts"])
+    manager = await tuned(settings, inject_ranking="relevance", inject_limit=3)
+    try:
+
+        def agent(state: dict[str, Any]) -> dict[str, Any]:
+            return {"messages": [AIMessage("ok")]}
+
+        graph = manager.graph(agent).compile()
+        out = await graph.ainvoke(
+            {
+                "user_id": "alex",
+                "agent_id": "assistant",
+                "messages": [
+                    HumanMessage("Hi again"),
+                    AIMessage("Hello!"),
+                    HumanMessage("Any tips for my daughter's violin practice?"),
+                ],
+            }
+        )
+    finally:
+        await manager.close()
+    frame = out["working_memory"]
+    assert frame["ranking"] == "text"
+    assert frame["injected_facts"][0] == "User's daughter plays the violin."
+    assert len(frame["scores"]) == 3 and frame["scores"] == sorted(frame["scores"], reverse=True)
+    assert "- User's daughter plays the violin." in frame["context"]
+
+
+async def test_each_weight_alone_gives_its_own_order(
+    settings: Settings, db: psycopg.Connection[Any]
+) -> None:
+    now = datetime.now(UTC)
+    store(db, ALEX, {"User loves jazz.": 0.9})
+    store(db, ALEX, {"User plays chess on Sundays.": 0.5}, at=now - timedelta(days=1))
+    store(db, ALEX, {"User once visited Oslo.": 0.95}, at=now - timedelta(days=30))
+    query = "Who should I play chess with?"
+
+    async def order(w_i: float, w_r: float, w_v: float) -> list[str]:
+        manager = await tuned(
+            settings,
+            inject_ranking="relevance",
+            inject_weight_importance=w_i,
+            inject_weight_recency=w_r,
+            inject_weight_relevance=w_v,
+        )
+        try:
+            return (await manager.inject(ALEX, query=query)).injected_facts
+        finally:
+            await manager.close()
+
+    # Oslo: 0.95 faded by 30 days is ~0.2; jazz 0.9 today; chess 0.5 * 0.95 yesterday
+    assert await order(1, 0, 0) == ["User loves jazz.", "User plays chess on Sundays.",
+                                    "User once visited Oslo."]  # fmt: skip
+    assert (await order(0, 1, 0))[:2] == ["User loves jazz.", "User plays chess on Sundays."]
+    assert (await order(0, 0, 1))[0] == "User plays chess on Sundays."
+    # no words in common, no stop words only: relevance is 0 for all, importance decides
+    manager = await tuned(settings, inject_ranking="relevance")
+    try:
+        for silent in (None, "", "the and of", "?!"):
+            frame = await manager.inject(ALEX, query=silent)
+            assert frame.injected_facts[0] == "User loves jazz.", silent
+        # the sync face (sync graphs) ranks the same way
+        assert manager.inject_sync(ALEX, query=query) == await manager.inject(ALEX, query=query)
+    finally:
+        await manager.close()
+
+
+async def test_normalisation_keeps_a_small_scale_component_from_being_drowned(
+    settings: Settings, db: psycopg.Connection[Any]
+) -> None:
+    # ts_rank values are tiny (~0.1) next to importance (~0.9): unnormalised, importance would
+    # always win; normalised, equal weights let a strong text match beat a small importance gap
+    store(
+        db,
+        ALEX,
+        {
+            "User's favourite colour is green.": 0.9,
+            "User rides a red bicycle.": 0.8,
+            "User has a cat.": 0.1,
+        },
+    )
+    manager = await tuned(settings, inject_ranking="relevance", inject_weight_recency=0)
+    try:
+        frame = await manager.inject(ALEX, query="Which bicycle should I ride?")
+    finally:
+        await manager.close()
+    assert frame.injected_facts[0] == "User rides a red bicycle."
+    # importance (0.8 - 0.1) / (0.9 - 0.1) plus relevance 1; green: importance 1, relevance 0
+    assert frame.scores == [pytest.approx(0.875 + 1.0), pytest.approx(1.0), 0.0]
+
+
+async def test_a_used_fact_keeps_its_importance_when_reinforcement_is_on(
+    settings: Settings, db: psycopg.Connection[Any]
+) -> None:
+    twenty_days_ago = datetime.now(UTC) - timedelta(days=20)
+    store(db, ALEX, {"User deploys on Fridays.": 0.8}, at=twenty_days_ago)
+    faded = 0.8 * 0.95**20
+    plain = await tuned(settings)
+    try:
+        assert (await plain.inject(ALEX)).importances == [pytest.approx(faded, rel=1e-4)]
+        assert (await plain.facts(ALEX))[0].importance == pytest.approx(faded, rel=1e-4)
+    finally:
+        await plain.close()
+
+    reinforcing = await tuned(settings, inject_reinforce=True)
+    try:
+        frame = await reinforcing.inject(ALEX)
+        assert frame.importances == [pytest.approx(faded, rel=1e-4)]  # what it was when used
+        fact = (await reinforcing.facts(ALEX))[0]
+        assert fact.importance == pytest.approx(0.8)  # its clock restarted today
+        assert fact.importance_at.date() == datetime.now(UTC).date()
+        version = db.execute("SELECT xmin::text FROM agent_memory.memory_items").fetchone()
+        await reinforcing.inject(ALEX)  # used again the same day: no second write
+        assert db.execute("SELECT xmin::text FROM agent_memory.memory_items").fetchone() == version
+        tomorrow = await reinforcing.facts(ALEX, on=date.today() + timedelta(days=1))
+        assert tomorrow[0].importance == pytest.approx(0.8 * 0.95)
+    finally:
+        await reinforcing.close()
+
+
+@pytest.mark.usefixtures("prefect_harness")
+async def test_consolidated_episodes_get_summaries_that_inject_shows_with_their_dates(
+    settings: Settings, db: psycopg.Connection[Any]
+) -> None:
+    manager = await tuned(settings, inject_history=2)
+    try:
+        days = [datetime(2026, 11, d, 15, tzinfo=UTC) for d in (18, 20, 24)]
+        texts = [
+            "I moved our billing service to Go.",
+            "Our staging cluster ran out of disk. Any idea?",
+            "I prefer short answers.",
+        ]
+        for day, text in zip(days, texts, strict=True):
+            await manager.record(ALEX, [HumanMessage(text), AIMessage("Noted.")], occurred_at=day)
+        assert (await manager.inject(ALEX)).history == []  # nothing consolidated yet
+        summary = await manager.consolidate(ALEX)
+        assert summary["completed"] == 1
+        frame = await manager.inject(ALEX)
+        assert [h.occurred_at for h in frame.history] == [days[2], days[1]]  # newest first
+        assert frame.history[1].summary == (
+            'User said "Our staging cluster ran out of disk." (1 more message).'
+        )
+        assert (
+            "Recent conversation history:\n"
+            '\u2022 2026-11-24: User said "I prefer short answers." (1 more message).\n'
+            '\u2022 2026-11-20: User said "Our staging cluster ran out of disk." (1 more message).'
+        ) in frame.context
+        assert frame.context.startswith("What you know about the user:\n- ")
+
+        # "what happened on the 20th": a date range, with summaries
+        tuesday = date(2026, 11, 20)
+        that_day = await manager.episodes(ALEX, since=tuesday, until=tuesday + timedelta(days=1))
+        assert [e.occurred_at for e in that_day] == [days[1]]
+        assert that_day[0].summary is not None and "staging" in that_day[0].summary
+        assert that_day[0].messages[0]["content"] == texts[1]
+        assert len(await manager.episodes(ALEX, since=days[1])) == 2
+        assert len(await manager.episodes(ALEX)) == 3
+        assert await manager.episodes(Scope("someone-else")) == []
+        with pytest.raises(InvalidMessageError, match="is not before until"):
+            await manager.episodes(ALEX, since=tuesday, until=tuesday)
+        with pytest.raises(InvalidMessageError, match="no time zone"):
+            await manager.episodes(ALEX, since=datetime(2026, 11, 20))
+    finally:
+        await manager.close()
+
+
+@pytest.mark.usefixtures("prefect_harness")
+async def test_the_models_summary_is_stored_and_a_missing_one_is_made_offline(
+    llm_settings: Settings, fake_llm: FakeLLM, db: psycopg.Connection[Any]
+) -> None:
+    def handler(request: dict[str, Any]) -> Reply:
+        assert '"op": "summary"' in request["messages"][0]["content"]  # the prompt asks
+        return Reply(
+            json.dumps(
+                [
+                    {"op": "add", "content": "User runs Fedora.", "importance": 0.6},
+                    {"op": "summary", "episode": 1, "summary": "User set up a Fedora laptop."},
+                ]
+            )
+        )
+
+    fake_llm.reset(handler)
+    manager = await MemoryManager.create(settings=llm_settings, migrate=False)
+    try:
+        when = [datetime(2026, 11, d, 9, tzinfo=UTC) for d in (2, 3)]
+        await manager.record(ALEX, [HumanMessage("I run Fedora now.")], occurred_at=when[0])
+        await manager.record(ALEX, [HumanMessage("Thanks, all set.")], occurred_at=when[1])
+        assert (await manager.consolidate(ALEX))["completed"] == 1
+        episodes = await manager.episodes(ALEX)
+    finally:
+        await manager.close()
+    assert [e.summary for e in episodes] == [
+        "User set up a Fedora laptop.",
+        'User said "Thanks, all set."',  # the model gave none for episode 2
+    ]
