@@ -1,10 +1,15 @@
-"""The seed's end-to-end check, replayed on real parts: two sessions of a LangGraph agent, the
-Prefect consolidation flow between them, and decay. Prints an OK/FAIL line per step."""
+"""The seed's end-to-end check, replayed on real parts: two turns of a LangGraph agent's
+thread, the Prefect consolidation flow between them, and decay. Prints an OK/FAIL line per step.
+
+Turn 2 shows the three memory tiers on the one PostgreSQL: the thread's earlier messages from
+LangGraph's checkpointer (in-context), turn 1's facts ranked by relevance to the question
+(semantic) and turn 1's summary with its date (episodic)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -46,12 +51,8 @@ def _llm_agent(settings: Settings) -> Callable[[dict[str, Any]], Awaitable[dict[
     llm = LLMExtractor(settings.llm)
 
     async def agent(state: dict[str, Any]) -> dict[str, Any]:
-        facts = state.get("working_memory", {}).get("injected_facts", [])
-        system = "You are a helpful assistant."
-        if facts:
-            system += "\n\nYou know these facts about the user:\n" + "\n".join(
-                f"- {f}" for f in facts
-            )
+        context = state.get("working_memory", {}).get("context", "")
+        system = "You are a helpful assistant." + (f"\n\n{context}" if context else "")
         history = [{"role": "system", "content": system}] + [
             {"role": "user" if m.type == "human" else "assistant", "content": str(m.content)}
             for m in state["messages"]
@@ -94,14 +95,24 @@ async def run(console: Console, settings: Settings) -> int:
     demo = Demo(console)
     console.print("[bold]=== agent-memory E2E demo ===[/]")
     started = time.perf_counter()
+    # the demo shows every tier: relevance ranking and the recent history are switched on
+    memory = settings.memory.model_copy(update={"inject_ranking": "relevance", "inject_history": 3})
+    settings = settings.model_copy(update={"memory": memory})
     manager = await MemoryManager.create(settings=settings)
     where = "embedded PostgreSQL" if manager.database.embedded else manager.database.display
     demo.step("Starting MemoryManager...", True, f"database: {where}")
+    stack = AsyncExitStack()
     try:
         agent: Any = _rule_agent if settings.llm.offline else _llm_agent(settings)
         graph = manager.graph(agent)
-        app = graph.compile()
-        demo.step("Building mini LangGraph...", True, "inject_memory → agent → record_memory → END")
+        saver = await stack.enter_async_context(manager.checkpointer())
+        app = graph.compile(checkpointer=saver)
+        demo.step(
+            "Building mini LangGraph...",
+            True,
+            "inject_memory → agent → record_memory → END",
+            "checkpointer: PostgresSaver in schema agent_memory_checkpoints, same database",
+        )
 
         # a fresh workflow id per run keeps runs apart in a database that outlives the demo
         scope = Scope(
@@ -109,7 +120,8 @@ async def run(console: Console, settings: Settings) -> int:
             agent_id="demo-agent",
             workflow_id=f"demo-{int(time.time() * 1000)}",
         )
-        out1 = await app.ainvoke(_turn(scope, TURN_1))
+        thread = {"configurable": {"thread_id": scope.workflow_id}}
+        out1 = await app.ainvoke(_turn(scope, TURN_1), thread)
         injected1 = out1["working_memory"]["injected_facts"]
         demo.step(
             f'Turn 1: "{TURN_1[:32]}..."',
@@ -125,14 +137,19 @@ async def run(console: Console, settings: Settings) -> int:
             f"Facts created: {summary['facts_created']} (extractor: {summary['extractor']})",
         )
 
-        out2 = await app.ainvoke(_turn(scope, TURN_2))
+        out2 = await app.ainvoke(_turn(scope, TURN_2), thread)
         injected2 = out2["working_memory"]["injected_facts"]
+        history = out2["working_memory"]["history"]
+        carried = len(out2["messages"]) - 2  # the thread's messages before this turn
         reply = str(out2["messages"][-1].content)
         demo.step(
             f'Turn 2: "{TURN_2[:32]}..."',
-            bool(injected2),
-            f"Injected facts: {len(injected2)} (memories from turn 1)",
+            bool(injected2) and bool(history) and carried == 2,
+            f"In-context: {carried} earlier messages of the thread, from the checkpointer",
+            f"Semantic: {len(injected2)} facts from turn 1, ranked by relevance to the question",
             *(f"  • {f}" for f in injected2),
+            f"Episodic: {len(history)} earlier conversation(s)",
+            *(f"  • {h['occurred_at'][:10]}: {h['summary']}" for h in history),
             f"AI: {reply}",
         )
 
@@ -158,6 +175,7 @@ async def run(console: Console, settings: Settings) -> int:
             f"purged {report['purged']}, {report['expiring_within_7_days']} expiring within 7 days",
         )
     finally:
+        await stack.aclose()
         await manager.close()
     demo.step("Closing MemoryManager...", True, f"{time.perf_counter() - started:.1f} s in all")
     if demo.failures:

@@ -135,6 +135,23 @@ class MemoryManager:
 
         return memory_graph(self.inject_node, agent, self.record_node, state_schema or MemoryState)
 
+    def checkpointer(self, schema: str = "agent_memory_checkpoints") -> Any:
+        """The in-context tier on this database: an async context manager giving LangGraph's
+        ``AsyncPostgresSaver``, its tables in ``schema``. Compile the graph with it::
+
+            async with manager.checkpointer() as saver:
+                app = manager.graph(agent).compile(checkpointer=saver)
+        """
+        from agent_memory.checkpoints import async_checkpointer
+
+        return async_checkpointer(self.database.dsn, schema)
+
+    def checkpointer_sync(self, schema: str = "agent_memory_checkpoints") -> Any:
+        """:meth:`checkpointer` for sync graphs (a ``PostgresSaver``)."""
+        from agent_memory.checkpoints import checkpointer
+
+        return checkpointer(self.database.dsn, schema)
+
     async def close(self) -> None:
         """Close the connection pools. The manager cannot be used afterwards."""
         self._closed = True

@@ -50,7 +50,11 @@ def test_demo_passes_every_step_on_the_embedded_default(tmp_path: Path) -> None:
     assert result.stdout.count("✓ OK") == 8
     assert "FAIL" not in result.stdout
     assert "Injected facts: 0 (first turn, empty)" in result.stdout
-    assert "Injected facts: 4 (memories from turn 1)" in result.stdout
+    # turn 2 shows the three tiers
+    assert "In-context: 2 earlier messages of the thread, from the checkpointer" in result.stdout
+    assert "Semantic: 4 facts from turn 1, ranked by relevance to the question" in result.stdout
+    assert "Episodic: 1 earlier conversation(s)" in result.stdout
+    assert 'User said "I\'m a Python developer working on SAP integrations."' in result.stdout
     assert "Traceback" not in result.stderr
     assert "database: embedded PostgreSQL" in result.stdout
     assert (tmp_path / "pgdata" / "PG_VERSION").exists()

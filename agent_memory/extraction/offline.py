@@ -197,7 +197,11 @@ def summarize(episode: Episode) -> str:
     for message in episode.messages:
         role, text = role_and_text(message)
         if role in ("user", "human") and text.strip():
-            first = _SENTENCE.split(" ".join(text.split()))[0].strip()
+            sentences = [x.strip() for x in _SENTENCE.split(" ".join(text.split()))]
+            # the first sentence with something in it ("Hi!" alone says nothing)
+            first = next(
+                (x for x in sentences if len(_GREETING.sub("", x).strip()) >= 6), sentences[0]
+            )
             if len(first) > SUMMARY_CHARS:
                 first = first[: SUMMARY_CHARS - 3].rstrip() + "..."
             more = len(episode.messages) - 1
