@@ -184,6 +184,27 @@ def decay(
     _print_report(report)
 
 
+@app.command()
+def embed(
+    limit: Annotated[int | None, typer.Option(min=1, help="facts to embed at most")] = None,
+) -> None:
+    """Embed the facts the configured embedding model has not embedded yet (run it after
+    changing AGENT_MEMORY_EMBEDDING_MODEL)."""
+    _private_defaults()
+    try:
+        _settings()
+        from flows.embeddings import EmbedParams, reembed_flow
+
+        summary = asyncio.run(reembed_flow(EmbedParams(limit=limit)))
+    except AgentMemoryError as exc:
+        raise _fail(exc) from None
+    console.print(
+        f"{summary['embedded_now']} fact(s) embedded with {summary['model']}; "
+        f"{summary['embedded']} have its embedding, {summary['left']} still to do",
+        highlight=False,
+    )
+
+
 async def _stats(settings: Settings, scope: Scope | None, as_of: date) -> dict[str, Any]:
     from agent_memory import analytics
     from agent_memory.db.pool import open_pool

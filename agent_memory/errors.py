@@ -44,6 +44,10 @@ class TransientExtractionError(AgentMemoryError, RuntimeError):
     usage: Any = None
 
 
+class EmbeddingError(AgentMemoryError, RuntimeError):
+    """An embedding call failed, or pgvector is not available for embeddings."""
+
+
 class MigrationError(AgentMemoryError, RuntimeError):
     """The database schema could not be brought up to date."""
 

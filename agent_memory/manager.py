@@ -23,7 +23,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
@@ -34,11 +34,14 @@ from agent_memory.db import facts as fact_repo
 from agent_memory.db import recall as recall_repo
 from agent_memory.db.connection import Database, resolve
 from agent_memory.db.pool import setup_schema
-from agent_memory.errors import InvalidMessageError
+from agent_memory.errors import EmbeddingError, InvalidMessageError
 from agent_memory.graph.nodes import latest_messages, latest_user_text, scope_from
 from agent_memory.messages import serialize_messages
 from agent_memory.models import Episode, HistoryEntry, MemoryItem, Scope, WorkingMemoryFrame
 from agent_memory.settings import DatabaseSettings, Settings, use_settings
+
+if TYPE_CHECKING:
+    from agent_memory.embedding import Embedder
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +82,8 @@ class MemoryManager:
         self._lock = threading.Lock()
         self._opening: dict[int, asyncio.Lock] = {}
         self._closed = False
+        self._embedder: Embedder | None = None
+        self._embedder_checked = False
         self.inject_node: RunnableLambda[Any, dict[str, Any]] = RunnableLambda(
             self._inject_sync, afunc=self._inject_async, name="inject_memory"
         )
@@ -259,6 +264,55 @@ class MemoryManager:
         frame.context = frame.render()
         return frame
 
+    def _check_embedder(self) -> Embedder | None:
+        """The embedder for relevance by meaning, once pgvector is known to be there; checked
+        once per manager (a server without pgvector: a warning, and full-text relevance)."""
+        if not self._embedder_checked:
+            with self._lock:
+                if not self._embedder_checked and self.settings.embedding.model:
+                    from agent_memory.embedding import Embedder, vectors_ready
+
+                    reason = vectors_ready(self.database)
+                    if reason is None:
+                        self._embedder = Embedder(self.settings.embedding)
+                    else:
+                        log.warning(
+                            "AGENT_MEMORY_EMBEDDING_MODEL is set, but this server cannot store "
+                            "embeddings (%s); relevance falls back to full-text search",
+                            reason,
+                        )
+                self._embedder_checked = True
+        return self._embedder
+
+    def _by_meaning(self, plan: _Recall, vector: list[float]) -> None:
+        assert self._embedder is not None
+        plan.ranking, plan.vector = "embedding", vector
+        plan.params["model"] = self._embedder.model
+
+    async def _embed_query(self, plan: _Recall, query: str | None) -> None:
+        """Rank by embeddings when they are configured and the question embeds; a failed
+        embedding call falls back to full-text relevance for this inject."""
+        if plan.ranking != "text" or not query:
+            return
+        embedder = await asyncio.to_thread(self._check_embedder)
+        if embedder is None:
+            return
+        try:
+            self._by_meaning(plan, (await embedder.embed([query]))[0])
+        except EmbeddingError as exc:
+            log.warning("%s; ranking by full-text relevance instead", exc)
+
+    def _embed_query_sync(self, plan: _Recall, query: str | None) -> None:
+        if plan.ranking != "text" or not query:
+            return
+        embedder = self._check_embedder()
+        if embedder is None:
+            return
+        try:
+            self._by_meaning(plan, embedder.embed_sync([query])[0])
+        except EmbeddingError as exc:
+            log.warning("%s; ranking by full-text relevance instead", exc)
+
     async def inject(
         self, scope: Scope, *, query: str | None = None, on: date | None = None
     ) -> WorkingMemoryFrame:
@@ -270,6 +324,7 @@ class MemoryManager:
         """
         m = self.settings.memory
         plan = self._plan(scope, query, on)
+        await self._embed_query(plan, query)
         pool = await self._apool()
         async with pool.connection() as conn:
             if plan.ranking == "importance":
@@ -278,7 +333,7 @@ class MemoryManager:
                 )
                 rows = [(i, c, imp, imp) for i, c, imp in top]
             else:
-                rows = await recall_repo.ranked(conn, plan.params)
+                rows = await recall_repo.ranked(conn, plan.params, plan.vector)
             if m.inject_reinforce:
                 await recall_repo.refresh(conn, scope, [r[0] for r in rows], plan.at)
             history = (
@@ -294,6 +349,7 @@ class MemoryManager:
         """:meth:`inject` for sync code."""
         m = self.settings.memory
         plan = self._plan(scope, query, on)
+        self._embed_query_sync(plan, query)
         with self._spool().connection() as conn:
             if plan.ranking == "importance":
                 top = fact_repo.top_sync(
@@ -301,7 +357,7 @@ class MemoryManager:
                 )
                 rows = [(i, c, imp, imp) for i, c, imp in top]
             else:
-                rows = recall_repo.ranked_sync(conn, plan.params)
+                rows = recall_repo.ranked_sync(conn, plan.params, plan.vector)
             if m.inject_reinforce:
                 recall_repo.refresh_sync(conn, scope, [r[0] for r in rows], plan.at)
             history = (

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from agent_memory.consolidation import ScopeClaims, ScopeResult, merge
 from agent_memory.db.connection import resolve
 from agent_memory.db.pool import open_pool
+from agent_memory.embedding import Embedder, vectors_ready
 from agent_memory.extraction import OfflineExtractor, build_extractor
 from agent_memory.models import Scope, Window
 from agent_memory.redact import known_secrets, redact
@@ -32,6 +33,7 @@ from agent_memory.settings import Settings, get_settings
 from flows.outcome import outcome
 from flows.params import ScopeParam
 from tasks.consolidation import (
+    embed_facts,
     extract_facts,
     find_pending_scopes,
     load_scope_batch,
@@ -101,6 +103,7 @@ async def _one_scope(
     token_budget: int,
     window: Window | None = None,
     on_batch: OnBatch | None = None,
+    embedder: Embedder | None = None,
 ) -> ScopeResult:
     done: list[ScopeResult] = []
     async with limit:
@@ -126,10 +129,42 @@ async def _one_scope(
                         logging.getLogger(__name__).warning("progress update failed: %s", exc)
                 if result.outcome != "completed" or not result.more:
                     break
+            if embedder is not None and any(r.outcome == "completed" for r in done):
+                await _embed(pool, scope, embedder, done[-1], secrets)
         finally:
             with contextlib.suppress(Exception):  # a dead connection has dropped the lock anyway
                 await claims.release(scope)
     return merge(scope, done) if done else ScopeResult(scope, "empty")
+
+
+async def _embed(
+    pool: Any, scope: Scope, embedder: Embedder, result: ScopeResult, secrets: list[str | None]
+) -> None:
+    """Embed the scope's new facts. The facts are already written: a failure here leaves them
+    without embeddings (the next run, or ``agent-memory embed``, catches up), not the scope
+    failed."""
+    try:
+        await embed_facts(pool, scope, embedder, scope.label)
+    except Exception as exc:
+        note = redact(f"facts not embedded yet: {exc}", secrets)
+        logging.getLogger(__name__).warning("%s: %s", scope.label, note)
+        result.repairs.append(note)
+
+
+def _embedder(settings: Settings) -> Embedder | None:
+    """The run's embedder, when a model is configured and pgvector is there (else a warning
+    and full-text relevance only)."""
+    if not settings.embedding.model:
+        return None
+    reason = vectors_ready(resolve(settings.db))
+    if reason is not None:
+        logging.getLogger(__name__).warning(
+            "AGENT_MEMORY_EMBEDDING_MODEL is set, but embeddings cannot be stored (%s); "
+            "relevance uses full-text search",
+            reason,
+        )
+        return None
+    return Embedder(settings.embedding)
 
 
 async def _one_batch(
@@ -247,6 +282,7 @@ async def consolidate_scopes(
     extractor = extractor or _extractor(settings)
     secrets = _secrets(settings)
     limit = asyncio.Semaphore(settings.llm.max_concurrency)
+    embedder = await asyncio.to_thread(_embedder, settings)
     claims = await ScopeClaims.open(resolve(settings.db))
     try:
         outcomes = await asyncio.gather(
@@ -263,6 +299,7 @@ async def consolidate_scopes(
                     settings.llm.batch_tokens,
                     window,
                     on_batch,
+                    embedder,
                 )
                 for s in scopes
             ),

@@ -7,6 +7,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from agent_memory import consolidation as steps
 from agent_memory.consolidation import ScopeBatch, ScopeResult
+from agent_memory.embedding import Embedder, embed_missing
 from agent_memory.extraction.base import Extraction, Extractor
 from agent_memory.models import Scope, Window
 from tasks.policy import DB_RETRIES, LLM_RETRIES, STEP
@@ -90,6 +91,19 @@ async def write_scope(
         result.facts_reinforced,
     )
     return result
+
+
+@task(name="embed-facts", task_run_name="embed [{scope_label}]", **STEP, **LLM_RETRIES)
+async def embed_facts(
+    pool: AsyncConnectionPool,
+    scope: Scope | None,
+    embedder: Embedder,
+    scope_label: str,
+    limit: int | None = None,
+) -> int:
+    stored = await embed_missing(pool, embedder, scope, limit=limit)
+    get_run_logger().info("%d fact(s) embedded with %s", stored, embedder.model)
+    return stored
 
 
 @task(name="record-failure", task_run_name="fail [{scope_label}]", **STEP, **DB_RETRIES)

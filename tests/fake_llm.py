@@ -7,7 +7,9 @@ in ``requests`` so tests can count LLM calls.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -61,6 +63,42 @@ def facts_answer(request: dict[str, Any]) -> Reply:
     )
 
 
+EMBEDDING_DIMENSIONS = 256
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def embed_text(text: str) -> list[float]:
+    """A deterministic stand-in for an embedding model: hashed bag of crudely stemmed words,
+    so texts sharing words are close (cosine) and others are not."""
+    vector = [0.0] * EMBEDDING_DIMENSIONS
+    for word in _WORD.findall(text.lower()):
+        if len(word) < 3 or word in _STOP:
+            continue
+        for suffix in ("ing", "ed", "es", "s"):
+            if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+                word = word[: -len(suffix)]
+                break
+        slot = int.from_bytes(hashlib.sha256(word.encode()).digest()[:4], "big")
+        vector[slot % EMBEDDING_DIMENSIONS] += 1.0
+    vector[0] += 0.01  # never all zero
+    return vector
+
+
+_STOP = {"the", "and", "for", "our", "how", "what", "any", "who", "with", "user", "should", "can"}
+
+
+def embeddings_json(texts: list[str], model: str) -> dict[str, Any]:
+    return {
+        "object": "list",
+        "model": model,
+        "data": [
+            {"object": "embedding", "index": i, "embedding": embed_text(t)}
+            for i, t in enumerate(texts)
+        ],
+        "usage": {"prompt_tokens": 8 * len(texts), "total_tokens": 8 * len(texts)},
+    }
+
+
 class FakeLLM:
     """The server; start() binds 127.0.0.1 on a free port."""
 
@@ -68,6 +106,9 @@ class FakeLLM:
         self.requests: list[dict[str, Any]] = []
         self.handler: Callable[[dict[str, Any]], Reply] = lambda _req: Reply(DEFAULT_FACTS)
         self.after_reply: Callable[[dict[str, Any]], None] | None = None
+        # embedding calls are kept apart, so LLM call counts stay what they were
+        self.embedding_requests: list[dict[str, Any]] = []
+        self.embedding_status = 200
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
 
@@ -80,6 +121,8 @@ class FakeLLM:
     def reset(self, handler: Callable[[dict[str, Any]], Reply] | None = None) -> None:
         with self._lock:
             self.requests.clear()
+            self.embedding_requests.clear()
+        self.embedding_status = 200
         self.handler = handler or (lambda _req: Reply(DEFAULT_FACTS))
         self.after_reply = None
 
@@ -111,6 +154,9 @@ class FakeLLM:
                 request = json.loads(self.rfile.read(length) or b"{}")
                 request["_path"] = self.path
                 request["_authorization"] = self.headers.get("Authorization")
+                if self.path.rstrip("/").endswith("/embeddings"):
+                    self._embeddings(request)
+                    return
                 with fake._lock:
                     fake.requests.append(request)
                 reply = fake.handler(request)
@@ -139,6 +185,22 @@ class FakeLLM:
                 finally:
                     if fake.after_reply is not None:
                         fake.after_reply(request)
+
+            def _embeddings(self, request: dict[str, Any]) -> None:
+                with fake._lock:
+                    fake.embedding_requests.append(request)
+                texts = request.get("input") or []
+                texts = [texts] if isinstance(texts, str) else texts
+                if fake.embedding_status == 200:
+                    data = embeddings_json(texts, request.get("model", ""))
+                else:
+                    data = {"error": {"message": "embedding model overloaded", "type": "fake"}}
+                body = json.dumps(data).encode()
+                self.send_response(fake.embedding_status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True

@@ -19,6 +19,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
+from agent_memory.db.embeddings import vector_text
 from agent_memory.db.fragments import LAMBDA, SCOPE_MATCH
 from agent_memory.decay import MIN_IMPORTANCE, day_index
 from agent_memory.models import Episode, HistoryEntry, Scope
@@ -179,8 +180,7 @@ def ranked_sync(
 
 
 def _vector(vector: list[float] | None) -> str | None:
-    """pgvector's text form, so no adapter has to be registered on pooled connections."""
-    return None if vector is None else "[" + ",".join(map(repr, vector)) + "]"
+    return None if vector is None else vector_text(vector)
 
 
 def refresh_params(scope: Scope, ids: list[int], at: datetime) -> dict[str, Any]:

@@ -1,0 +1,64 @@
+"""The re-embedding flow: embed every current fact that has no embedding from the configured
+model. Run it after changing ``AGENT_MEMORY_EMBEDDING_MODEL`` (``agent-memory embed``); until it
+finishes, facts not yet re-embedded count as not relevant by meaning, nothing breaks. The
+consolidation flow embeds new facts as it writes them, so this is not needed day to day.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from prefect import flow
+from prefect.artifacts import acreate_markdown_artifact
+from pydantic import BaseModel, ConfigDict, Field
+
+from agent_memory.db import embeddings as embedding_repo
+from agent_memory.db.connection import resolve
+from agent_memory.db.pool import open_pool
+from agent_memory.embedding import Embedder, vectors_ready
+from agent_memory.errors import EmbeddingError
+from agent_memory.settings import get_settings
+from tasks.consolidation import embed_facts
+
+SUMMARY_KEY = "memory-reembed-summary"
+
+
+class EmbedParams(BaseModel):
+    """What one re-embedding run covers."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    limit: int | None = Field(
+        default=None, ge=1, description="facts to embed in this run, at most (None: all)"
+    )
+
+
+@flow(name="memory-reembed", flow_run_name="re-embed facts", persist_result=False)
+async def reembed_flow(
+    params: EmbedParams = EmbedParams(),  # noqa: B008 - immutable in practice
+) -> dict[str, Any]:
+    """Embed the facts the configured embedding model has not embedded yet."""
+    settings = get_settings()
+    if not settings.embedding.model:
+        raise EmbeddingError(
+            "no embedding model is configured (AGENT_MEMORY_EMBEDDING_MODEL): nothing to embed with"
+        )
+    reason = await asyncio.to_thread(vectors_ready, resolve(settings.db))
+    if reason is not None:
+        raise EmbeddingError(f"this database cannot store embeddings: {reason}")
+    embedder = Embedder(settings.embedding)
+    async with open_pool(settings, max_size=2) as pool:
+        stored = await embed_facts(pool, None, embedder, "all scopes", params.limit)
+        async with pool.connection() as conn:
+            embedded, left = await embedding_repo.counts(conn, embedder.model)
+    summary = {"model": embedder.model, "embedded_now": stored, "embedded": embedded, "left": left}
+    await acreate_markdown_artifact(
+        key=SUMMARY_KEY,
+        markdown=(
+            f"**{stored}** fact(s) embedded with `{embedder.model}`; "
+            f"{embedded} current fact(s) have its embedding, {left} still to do."
+        ),
+        description="Re-embedding run",
+    )
+    return summary

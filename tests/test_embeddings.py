@@ -1,0 +1,199 @@
+"""Relevance by meaning: embeddings computed in the consolidation flow (through litellm, over
+real HTTP to the loopback server's /v1/embeddings), stored with pgvector, used by inject; the
+re-embedding flow after a change of model; and the fallbacks to full-text relevance."""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from langchain_core.messages import HumanMessage
+from psycopg import sql
+
+from agent_memory import MemoryManager
+from agent_memory.embedding import vectors_ready
+from agent_memory.errors import EmbeddingError
+from agent_memory.models import Scope
+from agent_memory.settings import DatabaseSettings, EmbeddingSettings, MemorySettings, Settings
+from benchmarks.retrieval import labelled_set, load_facts
+from tests.fake_llm import FakeLLM, Reply
+
+DANA = Scope("dana", "assistant")
+DATA = labelled_set()
+
+
+def with_embeddings(
+    settings: Settings, fake_llm: FakeLLM, model: str = "openai/embed-a"
+) -> Settings:
+    return settings.model_copy(
+        update={
+            "embedding": EmbeddingSettings(
+                model=model, api_base=fake_llm.api_base, api_key="sk-embed-SECRET"
+            ),
+            "memory": MemorySettings(inject_ranking="relevance", inject_limit=5),
+        }
+    )
+
+
+@pytest.fixture
+def embedded(llm_settings: Settings, fake_llm: FakeLLM) -> Iterator[Settings]:
+    """LLM extraction that answers with the labelled set's facts, and an embedding model."""
+    fake_llm.reset(lambda _request: Reply(json.dumps(DATA["facts"])))
+    yield with_embeddings(llm_settings, fake_llm)
+
+
+@pytest.mark.usefixtures("prefect_harness")
+async def test_consolidation_embeds_new_facts_and_inject_ranks_by_meaning(
+    embedded: Settings, fake_llm: FakeLLM, db: psycopg.Connection[Any]
+) -> None:
+    manager = await MemoryManager.create(settings=embedded, migrate=False)
+    try:
+        await manager.record(DANA, [HumanMessage("Let me tell you about myself.")])
+        summary = await manager.consolidate(DANA)
+        assert summary["completed"] == 1 and summary["facts_created"] == len(DATA["facts"])
+        rows = db.execute(
+            "SELECT model, vector_dims(embedding) FROM agent_memory.fact_embeddings"
+        ).fetchall()
+        assert rows == [("openai/embed-a", 256)] * len(DATA["facts"])
+        assert len(fake_llm.embedding_requests) == 1  # one batch of 25, off the hot path
+
+        frame = await manager.inject(DANA, query="Any tips for my daughter's violin practice?")
+        assert frame.ranking == "embedding"
+        assert frame.injected_facts[0] == "User's daughter plays the violin."
+        assert len(fake_llm.embedding_requests) == 2  # inject embedded just the question
+        assert fake_llm.embedding_requests[-1]["input"] == [
+            "Any tips for my daughter's violin practice?"
+        ]
+        hits = [
+            q["needs"] in (await manager.inject(DANA, query=q["question"])).injected_facts
+            for q in DATA["questions"]
+        ]
+        assert sum(hits) / len(hits) >= 0.9
+        # the sync face ranks the same way
+        assert manager.inject_sync(DANA, query="violin") == await manager.inject(
+            DANA, query="violin"
+        )
+    finally:
+        await manager.close()
+
+
+@pytest.mark.usefixtures("prefect_harness")
+async def test_reembedding_flow_moves_every_fact_to_a_new_model(
+    settings: Settings, fake_llm: FakeLLM, db: psycopg.Connection[Any]
+) -> None:
+    from agent_memory.settings import use_settings
+    from flows.embeddings import EmbedParams, reembed_flow
+
+    load_facts(db, DANA, DATA["facts"])
+    use_settings(with_embeddings(settings, fake_llm, "openai/embed-a"))
+    first = await reembed_flow(EmbedParams(limit=10))
+    assert (first["embedded_now"], first["embedded"], first["left"]) == (10, 10, 15)
+    rest = await reembed_flow(EmbedParams())
+    assert (rest["embedded_now"], rest["left"]) == (15, 0)
+    again = await reembed_flow(EmbedParams())
+    assert again["embedded_now"] == 0  # nothing to redo
+
+    changed = with_embeddings(settings, fake_llm, "openai/embed-b")
+    use_settings(changed)
+    manager = await MemoryManager.create(settings=changed, migrate=False)
+    try:
+        # before re-embedding, the new model knows no fact: nothing breaks, none is "relevant"
+        frame = await manager.inject(DANA, query="violin")
+        assert frame.ranking == "embedding" and len(frame.injected_facts) == 5
+        moved = await reembed_flow(EmbedParams())
+        assert (moved["model"], moved["embedded_now"], moved["left"]) == ("openai/embed-b", 25, 0)
+        models = db.execute("SELECT DISTINCT model FROM agent_memory.fact_embeddings").fetchall()
+        assert models == [("openai/embed-b",)]
+        frame = await manager.inject(DANA, query="Any tips for my daughter's violin practice?")
+        assert frame.injected_facts[0] == "User's daughter plays the violin."
+    finally:
+        await manager.close()
+        use_settings(settings)
+
+
+@pytest.mark.usefixtures("prefect_harness")
+async def test_a_failing_embedding_model_leaves_consolidation_and_inject_working(
+    embedded: Settings, fake_llm: FakeLLM, db: psycopg.Connection[Any], caplog: Any
+) -> None:
+    fake_llm.embedding_status = 500
+    manager = await MemoryManager.create(settings=embedded, migrate=False)
+    try:
+        await manager.record(DANA, [HumanMessage("Let me tell you about myself.")])
+        with caplog.at_level(logging.WARNING, logger="flows.consolidation"):
+            summary = await manager.consolidate(DANA)
+        # the facts are written; only their embeddings wait
+        assert summary["completed"] == 1 and summary["facts_created"] == len(DATA["facts"])
+        assert db.execute("SELECT count(*) FROM agent_memory.fact_embeddings").fetchone() == (0,)
+        assert "facts not embedded yet: embedding call to openai/embed-a failed" in caplog.text
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="agent_memory.manager"):
+            frame = await manager.inject(DANA, query="Any tips for my daughter's violin practice?")
+        assert frame.ranking == "text"  # full-text relevance stood in for this inject
+        assert frame.injected_facts[0] == "User's daughter plays the violin."
+        assert "embedding call to openai/embed-a failed" in caplog.text
+        assert "sk-embed-SECRET" not in caplog.text
+    finally:
+        await manager.close()
+    fake_llm.embedding_status = 200
+    from flows.embeddings import EmbedParams, reembed_flow
+
+    assert (await reembed_flow(EmbedParams()))["embedded_now"] == len(DATA["facts"])
+
+
+@pytest.fixture
+def unprivileged_url(database_url: str, db: psycopg.Connection[Any]) -> Iterator[str]:
+    """The test database through a role that may not create extensions (as on many managed
+    PostgreSQL services): pgvector cannot be set up."""
+    role = f"app_{uuid.uuid4().hex[:8]}"
+    db.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+    for statement in (
+        "GRANT USAGE ON SCHEMA agent_memory TO {}",
+        "GRANT ALL ON ALL TABLES IN SCHEMA agent_memory TO {}",
+        "GRANT ALL ON ALL SEQUENCES IN SCHEMA agent_memory TO {}",
+    ):
+        db.execute(sql.SQL(statement).format(sql.Identifier(role)))
+    yield psycopg.conninfo.make_conninfo(database_url, user=role)
+    db.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+    db.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+
+
+async def test_a_server_without_pgvector_says_so_and_falls_back_to_full_text(
+    settings: Settings,
+    fake_llm: FakeLLM,
+    db: psycopg.Connection[Any],
+    unprivileged_url: str,
+    caplog: Any,
+) -> None:
+    load_facts(db, DANA, DATA["facts"])
+    app = with_embeddings(settings, fake_llm).model_copy(
+        update={"db": DatabaseSettings(url=unprivileged_url, pool_min_size=1, pool_max_size=2)}
+    )
+    manager = await MemoryManager.create(settings=app, migrate=False)
+    try:
+        assert "permission denied to create extension" in (vectors_ready(manager.database) or "")
+        with caplog.at_level(logging.WARNING, logger="agent_memory.manager"):
+            frame = await manager.inject(DANA, query="Any tips for my daughter's violin practice?")
+            await manager.inject(DANA, query="violin")
+        assert frame.ranking == "text"
+        assert frame.injected_facts[0] == "User's daughter plays the violin."
+        warnings = [r.message for r in caplog.records if "cannot store embeddings" in r.message]
+        assert len(warnings) == 1, warnings  # said once, not on every inject
+        assert "relevance falls back to full-text search" in warnings[0]
+        assert fake_llm.embedding_requests == []  # no embedding call for nothing
+    finally:
+        await manager.close()
+
+    from agent_memory.settings import use_settings
+    from flows.embeddings import EmbedParams, reembed_flow
+
+    use_settings(app)
+    try:
+        with pytest.raises(EmbeddingError, match=r"cannot store embeddings: .*permission denied"):
+            await reembed_flow.fn(EmbedParams())
+    finally:
+        use_settings(settings)
