@@ -37,6 +37,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 
 import psycopg
+from pydantic import SecretStr
 
 from agent_memory.db.migrations import ensure_decay_policy, migrate
 from agent_memory.settings import DatabaseSettings, LLMSettings, Settings, use_settings
@@ -74,11 +75,11 @@ def load_scopes(dsn: str, scopes: int, per_scope: int) -> None:
 
 def settings_for(dsn: str, llm: FakeLLM, concurrency: int) -> Settings:
     return Settings(
-        db=DatabaseSettings(url=dsn, pool_min_size=1, pool_max_size=concurrency + 2),
+        db=DatabaseSettings(url=SecretStr(dsn), pool_min_size=1, pool_max_size=concurrency + 2),
         llm=LLMSettings(
             model="openai/bench-model",
             api_base=llm.api_base,
-            api_key="sk-bench",
+            api_key=SecretStr("sk-bench"),
             max_concurrency=concurrency,
             timeout=30,
         ),
@@ -115,7 +116,7 @@ def litellm_cpu_per_call(llm: FakeLLM, calls: int, concurrency: int) -> float:
                 await litellm.acompletion(
                     model="openai/bench-model",
                     api_base=llm.api_base,
-                    api_key="sk-bench",
+                    api_key=SecretStr("sk-bench"),
                     messages=[{"role": "user", "content": "I prefer tool number 1. " * 8}],
                 )
 

@@ -60,16 +60,27 @@ ORDER BY score DESC, decay_rank DESC, id
 LIMIT %(limit)s
 """
 
+# The scope's most important current facts. A scope with fewer than ``candidates`` of them is
+# all here, so the second branch of the queries below (matches, nearest) is only run for a
+# larger scope: a prepared statement's generic plan cannot tell how many rows the question's
+# words match, and would otherwise AND the scope with a GIN bitmap of every scope's matches
+# (7.3 ms instead of 0.96 ms p50 at 1M facts over 10k scopes).
+_TOP = f"""top AS (
+    SELECT m.id FROM agent_memory.memory_items m
+    WHERE {_CURRENT}
+    ORDER BY m.decay_rank DESC LIMIT %(candidates)s
+)"""
+_LARGE_SCOPE = "(SELECT count(*) FROM top) >= %(candidates)s"
+
 # Full-text relevance: the most important candidates, plus the scope's text matches.
 RANKED_TEXT = f"""
 WITH query AS {_QUERY},
+{_TOP},
 candidates AS (
-    (SELECT m.id FROM agent_memory.memory_items m
-     WHERE {_CURRENT}
-     ORDER BY m.decay_rank DESC LIMIT %(candidates)s)
+    SELECT id FROM top
     UNION
     (SELECT m.id FROM agent_memory.memory_items m, query
-     WHERE {_CURRENT} AND m.search @@ query.q
+     WHERE {_LARGE_SCOPE} AND {_CURRENT} AND m.search @@ query.q
      ORDER BY m.decay_rank DESC LIMIT %(candidates)s)
 ),
 {
@@ -81,14 +92,13 @@ candidates AS (
 
 # Embedding relevance: the most important candidates, plus the scope's nearest facts.
 RANKED_VECTOR = f"""
-WITH candidates AS (
-    (SELECT m.id FROM agent_memory.memory_items m
-     WHERE {_CURRENT}
-     ORDER BY m.decay_rank DESC LIMIT %(candidates)s)
+WITH {_TOP},
+candidates AS (
+    SELECT id FROM top
     UNION
     (SELECT m.id FROM agent_memory.memory_items m
      JOIN agent_memory.fact_embeddings e ON e.fact_id = m.id AND e.model = %(model)s
-     WHERE {_CURRENT}
+     WHERE {_LARGE_SCOPE} AND {_CURRENT}
      ORDER BY e.embedding <=> %(vector)s::vector LIMIT %(candidates)s)
 ),
 {
