@@ -21,7 +21,7 @@ import psycopg
 from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from psycopg import sql
-from psycopg.conninfo import make_conninfo
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
@@ -43,7 +43,8 @@ def checkpoint_conninfo(dsn: str, schema: str = CHECKPOINT_SCHEMA) -> str:
         raise ConfigurationError(
             f"checkpoint schema {schema!r} is not a plain lower-case SQL name ([a-z_][a-z0-9_]*)"
         )
-    return make_conninfo(dsn, options=f"-c search_path={schema}")
+    options = conninfo_to_dict(dsn).get("options") or ""
+    return make_conninfo(dsn, options=f"{options} -c search_path={schema}".strip())
 
 
 def _create_schema(dsn: str, schema: str) -> None:

@@ -6,14 +6,19 @@ model), never on the agent's hot path; inject embeds only the user's latest mess
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import logging
 import math
+import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
 from agent_memory.errors import EmbeddingError
 from agent_memory.extraction.llm import _litellm
 from agent_memory.models import Scope
-from agent_memory.redact import redact
+from agent_memory.redact import known_secrets, redact
 from agent_memory.settings import EmbeddingSettings
 
 
@@ -26,12 +31,12 @@ class Embedder:
         self.settings = settings
         self.model: str = settings.model
 
-    def _kwargs(self, texts: Sequence[str]) -> dict[str, Any]:
+    def _kwargs(self, texts: Sequence[str], timeout: float | None) -> dict[str, Any]:
         s = self.settings
         kwargs: dict[str, Any] = {
             "model": self.model,
             "input": list(texts),
-            "timeout": s.timeout,
+            "timeout": timeout or s.timeout,
             "num_retries": 0,
         }
         if s.api_base:
@@ -53,32 +58,36 @@ class Embedder:
 
     def _error(self, exc: Exception) -> EmbeddingError:
         secret = self.settings.api_key.get_secret_value() if self.settings.api_key else None
-        message = redact(f"{type(exc).__name__}: {exc}", [secret])
+        message = redact(f"{type(exc).__name__}: {exc}", [secret, *known_secrets()])
         return EmbeddingError(f"embedding call to {self.model} failed: {message[:500]}")
 
-    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+    def _chunks(self, texts: Sequence[str]) -> list[Sequence[str]]:
+        size = self.settings.batch_size
+        return [texts[start : start + size] for start in range(0, len(texts), size)]
+
+    async def embed(
+        self, texts: Sequence[str], *, timeout: float | None = None
+    ) -> list[list[float]]:
         """One vector per text, in order (one call per ``batch_size`` texts)."""
         litellm = _litellm()
         out: list[list[float]] = []
-        size = self.settings.batch_size
-        for start in range(0, len(texts), size):
-            chunk = texts[start : start + size]
+        for chunk in self._chunks(texts):
             try:
-                response = await litellm.aembedding(**self._kwargs(chunk))
+                response = await litellm.aembedding(**self._kwargs(chunk, timeout))
             except Exception as exc:
                 raise self._error(exc) from None
             out.extend(self._vectors(response, len(chunk)))
         return out
 
-    def embed_sync(self, texts: Sequence[str]) -> list[list[float]]:
+    def embed_sync(
+        self, texts: Sequence[str], *, timeout: float | None = None
+    ) -> list[list[float]]:
         """:meth:`embed` for sync code."""
         litellm = _litellm()
         out: list[list[float]] = []
-        size = self.settings.batch_size
-        for start in range(0, len(texts), size):
-            chunk = texts[start : start + size]
+        for chunk in self._chunks(texts):
             try:
-                response = litellm.embedding(**self._kwargs(chunk))
+                response = litellm.embedding(**self._kwargs(chunk, timeout))
             except Exception as exc:
                 raise self._error(exc) from None
             out.extend(self._vectors(response, len(chunk)))
@@ -101,21 +110,20 @@ async def embed_missing(
     Safe to rerun: what is stored is not asked for again."""
     from agent_memory.db import embeddings as repo
 
-    done = 0
+    done, after = 0, 0
     while limit is None or done < limit:
-        size = (
-            embedder.settings.batch_size
-            if limit is None
-            else min(embedder.settings.batch_size, limit - done)
-        )
+        size = embedder.settings.batch_size
+        if limit is not None:
+            size = min(size, limit - done)
         async with pool.connection() as conn:
-            todo = await repo.missing(conn, embedder.model, scope, size)
+            todo = await repo.missing(conn, embedder.model, scope, size, after)
         if not todo:
             break
         vectors = await embedder.embed([content for _, content in todo])
         async with pool.connection() as conn:
             await repo.store(conn, embedder.model, [i for i, _ in todo], vectors)
         done += len(todo)
+        after = todo[-1][0]
         if len(todo) < size:
             break
     return done
@@ -127,3 +135,93 @@ def vectors_ready(database: Any) -> str | None:
 
     with database.connect(autocommit=True) as conn:
         return repo.ensure(conn)
+
+
+class QueryEmbedder:
+    """The hot-path side: embeds an agent's question within a deadline, or says it cannot.
+
+    Never raises: a server without pgvector (checked once; said once in the log), a failed or
+    slow embedding call (then no call for ``cooldown_s``, so a dead service costs one deadline,
+    not one per turn) all give None, and inject ranks by full-text relevance instead.
+    """
+
+    def __init__(self, settings: EmbeddingSettings, database: Any) -> None:
+        self.settings = settings
+        self.database = database
+        self.embedder: Embedder | None = None
+        self._checked = not settings.model  # nothing to check without a model
+        self._down_until = 0.0
+        self._lock = threading.Lock()
+
+    @property
+    def model(self) -> str | None:
+        return self.embedder.model if self.embedder else None
+
+    def ready(self) -> Embedder | None:
+        """The embedder, once pgvector is known to be there (a transient failure to find out
+        is tried again on a later call; a permanent one is said once and kept)."""
+        if self._checked:
+            return self.embedder
+        with self._lock:
+            if self._checked:
+                return self.embedder
+            try:
+                reason = vectors_ready(self.database)
+            except Exception as exc:  # the database is busy or away: find out next time
+                log.warning("could not check for pgvector (%s); full-text relevance for now", exc)
+                return None
+            if reason is None:
+                self.embedder = Embedder(self.settings)
+            else:
+                log.warning(
+                    "AGENT_MEMORY_EMBEDDING_MODEL is set, but this server cannot store "
+                    "embeddings (%s); relevance falls back to full-text search",
+                    reason,
+                )
+            self._checked = True
+            return self.embedder
+
+    def _usable(self) -> Embedder | None:
+        if time.monotonic() < self._down_until:
+            return None
+        return self.ready()
+
+    def _failed(self, exc: BaseException) -> None:
+        self._down_until = time.monotonic() + self.settings.query_cooldown_s
+        reason = "timed out" if isinstance(exc, TimeoutError) else str(exc)
+        log.warning(
+            "embedding the question failed (%s); ranking by full-text relevance, and not "
+            "calling %s again for %g s",
+            reason,
+            self.settings.model,
+            self.settings.query_cooldown_s,
+        )
+
+    async def embed(self, text: str) -> list[float] | None:
+        embedder = self._usable() if self._checked else await asyncio.to_thread(self._usable)
+        if embedder is None:
+            return None
+        deadline = self.settings.query_timeout
+        try:
+            vectors = await asyncio.wait_for(embedder.embed([text], timeout=deadline), deadline)
+        except Exception as exc:
+            self._failed(exc)
+            return None
+        return vectors[0]
+
+    def embed_sync(self, text: str) -> list[float] | None:
+        embedder = self._usable()
+        if embedder is None:
+            return None
+        deadline = self.settings.query_timeout
+        # a thread of its own, so the deadline holds however the client retries
+        future = _QUERY_POOL.submit(embedder.embed_sync, [text], timeout=deadline)
+        try:
+            return future.result(timeout=deadline)[0]
+        except Exception as exc:
+            self._failed(exc)
+            return None
+
+
+_QUERY_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="embed")
+log = logging.getLogger(__name__)

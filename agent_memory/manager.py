@@ -23,8 +23,9 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
+import psycopg
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
@@ -34,16 +35,17 @@ from agent_memory.db import facts as fact_repo
 from agent_memory.db import recall as recall_repo
 from agent_memory.db.connection import Database, resolve
 from agent_memory.db.pool import setup_schema
-from agent_memory.errors import EmbeddingError, InvalidMessageError
+from agent_memory.embedding import QueryEmbedder
+from agent_memory.errors import InvalidMessageError
 from agent_memory.graph.nodes import latest_messages, latest_user_text, scope_from
 from agent_memory.messages import serialize_messages
 from agent_memory.models import Episode, HistoryEntry, MemoryItem, Scope, WorkingMemoryFrame
 from agent_memory.settings import DatabaseSettings, Settings, use_settings
 
-if TYPE_CHECKING:
-    from agent_memory.embedding import Embedder
-
 log = logging.getLogger(__name__)
+
+# the start of a very long message is what relevance is measured against
+MAX_QUERY_CHARS = 2000
 
 # how far ahead of this machine's clock an episode's time may be (clocks differ a little)
 _CLOCK_SKEW = timedelta(minutes=5)
@@ -82,8 +84,7 @@ class MemoryManager:
         self._lock = threading.Lock()
         self._opening: dict[int, asyncio.Lock] = {}
         self._closed = False
-        self._embedder: Embedder | None = None
-        self._embedder_checked = False
+        self._queries = QueryEmbedder(settings.embedding, database)
         self.inject_node: RunnableLambda[Any, dict[str, Any]] = RunnableLambda(
             self._inject_sync, afunc=self._inject_async, name="inject_memory"
         )
@@ -227,7 +228,8 @@ class MemoryManager:
             return _Recall("importance", day, at, before, {})
         params = recall_repo.ranked_params(
             scope,
-            query or None,
+            # a pasted document is not a question: its start says what it is about
+            (query or "")[:MAX_QUERY_CHARS] or None,
             on=day,
             min_importance=m.inject_min_importance,
             limit=m.inject_limit,
@@ -264,54 +266,10 @@ class MemoryManager:
         frame.context = frame.render()
         return frame
 
-    def _check_embedder(self) -> Embedder | None:
-        """The embedder for relevance by meaning, once pgvector is known to be there; checked
-        once per manager (a server without pgvector: a warning, and full-text relevance)."""
-        if not self._embedder_checked:
-            with self._lock:
-                if not self._embedder_checked and self.settings.embedding.model:
-                    from agent_memory.embedding import Embedder, vectors_ready
-
-                    reason = vectors_ready(self.database)
-                    if reason is None:
-                        self._embedder = Embedder(self.settings.embedding)
-                    else:
-                        log.warning(
-                            "AGENT_MEMORY_EMBEDDING_MODEL is set, but this server cannot store "
-                            "embeddings (%s); relevance falls back to full-text search",
-                            reason,
-                        )
-                self._embedder_checked = True
-        return self._embedder
-
-    def _by_meaning(self, plan: _Recall, vector: list[float]) -> None:
-        assert self._embedder is not None
-        plan.ranking, plan.vector = "embedding", vector
-        plan.params["model"] = self._embedder.model
-
-    async def _embed_query(self, plan: _Recall, query: str | None) -> None:
-        """Rank by embeddings when they are configured and the question embeds; a failed
-        embedding call falls back to full-text relevance for this inject."""
-        if plan.ranking != "text" or not query:
-            return
-        embedder = await asyncio.to_thread(self._check_embedder)
-        if embedder is None:
-            return
-        try:
-            self._by_meaning(plan, (await embedder.embed([query]))[0])
-        except EmbeddingError as exc:
-            log.warning("%s; ranking by full-text relevance instead", exc)
-
-    def _embed_query_sync(self, plan: _Recall, query: str | None) -> None:
-        if plan.ranking != "text" or not query:
-            return
-        embedder = self._check_embedder()
-        if embedder is None:
-            return
-        try:
-            self._by_meaning(plan, embedder.embed_sync([query])[0])
-        except EmbeddingError as exc:
-            log.warning("%s; ranking by full-text relevance instead", exc)
+    def _by_meaning(self, plan: _Recall, vector: list[float] | None) -> None:
+        if vector is not None:
+            plan.ranking, plan.vector = "embedding", vector
+            plan.params["model"] = self._queries.model
 
     async def inject(
         self, scope: Scope, *, query: str | None = None, on: date | None = None
@@ -324,7 +282,8 @@ class MemoryManager:
         """
         m = self.settings.memory
         plan = self._plan(scope, query, on)
-        await self._embed_query(plan, query)
+        if plan.ranking == "text" and plan.params["text"] and self.settings.embedding.model:
+            self._by_meaning(plan, await self._queries.embed(plan.params["text"]))
         pool = await self._apool()
         async with pool.connection() as conn:
             if plan.ranking == "importance":
@@ -332,10 +291,20 @@ class MemoryManager:
                     conn, scope, m.inject_min_importance, m.inject_limit, plan.day
                 )
                 rows = [(i, c, imp, imp) for i, c, imp in top]
+            elif plan.vector is not None:
+                try:
+                    rows = await recall_repo.ranked(conn, plan.params, plan.vector)
+                except psycopg.Error as exc:  # e.g. pgvector dropped: text relevance instead
+                    log.warning("ranking by embeddings failed (%s); by full text instead", exc)
+                    plan.ranking = "text"
+                    rows = await recall_repo.ranked(conn, plan.params)
             else:
-                rows = await recall_repo.ranked(conn, plan.params, plan.vector)
-            if m.inject_reinforce:
-                await recall_repo.refresh(conn, scope, [r[0] for r in rows], plan.at)
+                rows = await recall_repo.ranked(conn, plan.params)
+            if m.inject_reinforce and on is None:
+                try:
+                    await recall_repo.refresh(conn, scope, [r[0] for r in rows], plan.at)
+                except psycopg.Error as exc:  # best effort: the facts were read already
+                    log.warning("reinforcing the injected facts failed: %s", exc)
             history = (
                 await recall_repo.history(conn, scope, m.inject_history, plan.before)
                 if m.inject_history
@@ -349,17 +318,28 @@ class MemoryManager:
         """:meth:`inject` for sync code."""
         m = self.settings.memory
         plan = self._plan(scope, query, on)
-        self._embed_query_sync(plan, query)
+        if plan.ranking == "text" and plan.params["text"] and self.settings.embedding.model:
+            self._by_meaning(plan, self._queries.embed_sync(plan.params["text"]))
         with self._spool().connection() as conn:
             if plan.ranking == "importance":
                 top = fact_repo.top_sync(
                     conn, scope, m.inject_min_importance, m.inject_limit, plan.day
                 )
                 rows = [(i, c, imp, imp) for i, c, imp in top]
+            elif plan.vector is not None:
+                try:
+                    rows = recall_repo.ranked_sync(conn, plan.params, plan.vector)
+                except psycopg.Error as exc:
+                    log.warning("ranking by embeddings failed (%s); by full text instead", exc)
+                    plan.ranking = "text"
+                    rows = recall_repo.ranked_sync(conn, plan.params)
             else:
-                rows = recall_repo.ranked_sync(conn, plan.params, plan.vector)
-            if m.inject_reinforce:
-                recall_repo.refresh_sync(conn, scope, [r[0] for r in rows], plan.at)
+                rows = recall_repo.ranked_sync(conn, plan.params)
+            if m.inject_reinforce and on is None:
+                try:
+                    recall_repo.refresh_sync(conn, scope, [r[0] for r in rows], plan.at)
+                except psycopg.Error as exc:
+                    log.warning("reinforcing the injected facts failed: %s", exc)
             history = (
                 recall_repo.history_sync(conn, scope, m.inject_history, plan.before)
                 if m.inject_history
@@ -455,12 +435,18 @@ class MemoryManager:
     def _merge(state: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
         return {"working_memory": {**(state.get("working_memory") or {}), **update}}
 
+    def _question(self, state: dict[str, Any]) -> str | None:
+        """What relevance is measured against (nothing is read for importance ranking)."""
+        if self.settings.memory.inject_ranking != "relevance":
+            return None
+        return latest_user_text(state)
+
     async def _inject_async(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        frame = await self.inject(scope_from(state, config), query=latest_user_text(state))
+        frame = await self.inject(scope_from(state, config), query=self._question(state))
         return self._merge(state, frame.model_dump(mode="json"))
 
     def _inject_sync(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        frame = self.inject_sync(scope_from(state, config), query=latest_user_text(state))
+        frame = self.inject_sync(scope_from(state, config), query=self._question(state))
         return self._merge(state, frame.model_dump(mode="json"))
 
     @staticmethod

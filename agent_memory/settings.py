@@ -136,6 +136,11 @@ class MemorySettings(BaseSettings):
         )
         if self.inject_ranking == "relevance" and not any(weights):
             raise ValueError("inject_ranking 'relevance' needs at least one weight above 0")
+        if self.inject_candidates < self.inject_limit:
+            raise ValueError(
+                f"inject_candidates ({self.inject_candidates}) is below inject_limit "
+                f"({self.inject_limit}): relevance ranking would inject fewer facts"
+            )
         return self
 
 
@@ -152,7 +157,16 @@ class EmbeddingSettings(BaseSettings):
     api_key: SecretStr | None = None
     dimensions: int | None = Field(default=None, ge=1, le=16_000)
     batch_size: int = Field(default=64, ge=1, le=2048, description="texts per embedding call")
-    timeout: float = Field(default=30.0, gt=0, le=600)
+    timeout: float = Field(default=30.0, gt=0, le=600, description="per call, in the flows")
+    query_timeout: float = Field(
+        default=2.0, gt=0, le=60, description="deadline for embedding a question at inject"
+    )
+    query_cooldown_s: float = Field(
+        default=30.0,
+        ge=0,
+        le=3600,
+        description="no question embedding for this long after one failed",
+    )
 
 
 class JobSettings(BaseSettings):

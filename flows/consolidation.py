@@ -156,7 +156,10 @@ def _embedder(settings: Settings) -> Embedder | None:
     and full-text relevance only)."""
     if not settings.embedding.model:
         return None
-    reason = vectors_ready(resolve(settings.db))
+    try:
+        reason = vectors_ready(resolve(settings.db))
+    except Exception as exc:  # not known now; the next run asks again
+        reason = f"could not check for pgvector: {exc}"
     if reason is not None:
         logging.getLogger(__name__).warning(
             "AGENT_MEMORY_EMBEDDING_MODEL is set, but embeddings cannot be stored (%s); "

@@ -10,7 +10,7 @@ from agent_memory.consolidation import ScopeBatch, ScopeResult
 from agent_memory.embedding import Embedder, embed_missing
 from agent_memory.extraction.base import Extraction, Extractor
 from agent_memory.models import Scope, Window
-from tasks.policy import DB_RETRIES, LLM_RETRIES, STEP
+from tasks.policy import DB_RETRIES, EMBED_RETRIES, LLM_RETRIES, STEP
 
 
 @task(name="find-pending-scopes", **STEP, **DB_RETRIES)
@@ -93,7 +93,7 @@ async def write_scope(
     return result
 
 
-@task(name="embed-facts", task_run_name="embed [{scope_label}]", **STEP, **LLM_RETRIES)
+@task(name="embed-facts", task_run_name="embed [{scope_label}]", **STEP, **EMBED_RETRIES)
 async def embed_facts(
     pool: AsyncConnectionPool,
     scope: Scope | None,

@@ -8,7 +8,7 @@ import psycopg
 from prefect.cache_policies import NO_CACHE
 from prefect.tasks import exponential_backoff
 
-from agent_memory.errors import TransientExtractionError
+from agent_memory.errors import EmbeddingError, TransientExtractionError
 from agent_memory.settings import RetrySettings
 
 _retry = RetrySettings()
@@ -25,6 +25,11 @@ async def _transient(exc_types: tuple[type[BaseException], ...], state: Any) -> 
 async def retry_llm(task: Any, task_run: Any, state: Any) -> bool:
     """Retry rate limits, 5xx, timeouts and refused connections; not bad answers."""
     return await _transient((TransientExtractionError,), state)
+
+
+async def retry_embedding(task: Any, task_run: Any, state: Any) -> bool:
+    """Retry a failed embedding call (the facts are written; only their vectors wait)."""
+    return await _transient((EmbeddingError,), state)
 
 
 async def retry_db(task: Any, task_run: Any, state: Any) -> bool:
@@ -46,3 +51,5 @@ DB_RETRIES: dict[str, Any] = {
     "retry_delay_seconds": _retry.db_delay_s,
     "retry_condition_fn": retry_db,
 }
+
+EMBED_RETRIES: dict[str, Any] = {**LLM_RETRIES, "retry_condition_fn": retry_embedding}

@@ -109,6 +109,7 @@ class FakeLLM:
         # embedding calls are kept apart, so LLM call counts stay what they were
         self.embedding_requests: list[dict[str, Any]] = []
         self.embedding_status = 200
+        self.embedding_delay_s = 0.0
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
 
@@ -123,6 +124,7 @@ class FakeLLM:
             self.requests.clear()
             self.embedding_requests.clear()
         self.embedding_status = 200
+        self.embedding_delay_s = 0.0
         self.handler = handler or (lambda _req: Reply(DEFAULT_FACTS))
         self.after_reply = None
 
@@ -189,6 +191,8 @@ class FakeLLM:
             def _embeddings(self, request: dict[str, Any]) -> None:
                 with fake._lock:
                     fake.embedding_requests.append(request)
+                if fake.embedding_delay_s:
+                    time.sleep(fake.embedding_delay_s)
                 texts = request.get("input") or []
                 texts = [texts] if isinstance(texts, str) else texts
                 if fake.embedding_status == 200:

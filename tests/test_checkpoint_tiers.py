@@ -97,5 +97,8 @@ async def test_a_thread_continues_in_a_new_process_with_all_three_tiers(
 
 def test_a_checkpoint_schema_must_be_a_plain_name() -> None:
     assert "search_path=tiers" in checkpoint_conninfo("dbname=x", "tiers")
+    # options already in the address are kept
+    kept = checkpoint_conninfo("dbname=x options='-c statement_timeout=5s'", "tiers")
+    assert "-c statement_timeout=5s -c search_path=tiers" in kept
     with pytest.raises(ConfigurationError, match="'bad; drop'"):
         checkpoint_conninfo("dbname=x", "bad; drop")

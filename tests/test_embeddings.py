@@ -197,3 +197,59 @@ async def test_a_server_without_pgvector_says_so_and_falls_back_to_full_text(
             await reembed_flow.fn(EmbedParams())
     finally:
         use_settings(settings)
+
+
+async def test_a_hanging_embedding_service_costs_one_deadline_then_is_left_alone(
+    settings: Settings, fake_llm: FakeLLM, db: psycopg.Connection[Any], caplog: Any
+) -> None:
+    load_facts(db, DANA, DATA["facts"])
+    slow = with_embeddings(settings, fake_llm)
+    slow = slow.model_copy(
+        update={
+            "embedding": slow.embedding.model_copy(
+                update={"query_timeout": 0.3, "query_cooldown_s": 3600}
+            )
+        }
+    )
+    fake_llm.embedding_delay_s = 5  # far past the deadline
+    manager = await MemoryManager.create(settings=slow, migrate=False)
+    try:
+        with caplog.at_level(logging.WARNING, logger="agent_memory.embedding"):
+            frame = await manager.inject(DANA, query="Any tips for my daughter's violin practice?")
+        assert frame.ranking == "text"
+        assert frame.injected_facts[0] == "User's daughter plays the violin."
+        assert "embedding the question failed (timed out)" in caplog.text
+        calls = len(fake_llm.embedding_requests)
+        # within the cool-down no call is made at all, async or sync
+        assert (await manager.inject(DANA, query="violin")).ranking == "text"
+        assert manager.inject_sync(DANA, query="violin").ranking == "text"
+        assert len(fake_llm.embedding_requests) == calls
+    finally:
+        await manager.close()
+
+
+@pytest.mark.usefixtures("prefect_harness")
+async def test_stored_vectors_of_other_dimensions_count_as_unrelated_not_as_an_error(
+    embedded: Settings, fake_llm: FakeLLM, db: psycopg.Connection[Any]
+) -> None:
+    from agent_memory.db import recall as recall_repo
+    from agent_memory.decay import today
+
+    manager = await MemoryManager.create(settings=embedded, migrate=False)
+    try:
+        await manager.record(DANA, [HumanMessage("Let me tell you about myself.")])
+        await manager.consolidate(DANA)  # 256-dimension vectors stored
+    finally:
+        await manager.close()
+    params = recall_repo.ranked_params(
+        DANA,
+        "violin",
+        on=today(),
+        min_importance=0.0,
+        limit=5,
+        candidates=500,
+        weights=(1.0, 1.0, 1.0),
+        half_life_days=7.0,
+    )
+    rows = recall_repo.ranked_sync(db, {**params, "model": "openai/embed-a"}, [1.0] * 8)
+    assert len(rows) == 5  # ranked by importance and recency; no "different dimensions" error

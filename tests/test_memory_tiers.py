@@ -4,7 +4,7 @@ relevance), reinforcement on use, and the episodic tier (summaries, history, dat
 from __future__ import annotations
 
 import json
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -12,6 +12,8 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
 from agent_memory import MemoryManager
+from agent_memory.db import facts as fact_repo
+from agent_memory.decay import today
 from agent_memory.errors import InvalidMessageError
 from agent_memory.models import Scope
 from agent_memory.settings import MemorySettings, Settings
@@ -40,8 +42,27 @@ def store(db: psycopg.Connection[Any], scope: Scope, facts: dict[str, float], **
         )
 
 
-def test_importance_only_ranking_is_what_the_default_settings_give() -> None:
+async def test_importance_only_ranking_is_the_default_and_reads_only(
+    settings: Settings, db: psycopg.Connection[Any]
+) -> None:
     assert MemorySettings().inject_ranking == "importance"
+    load_facts(db, ALEX, labelled_set()["facts"])
+    before = db.execute("SELECT id, xmin::text FROM agent_memory.memory_items ORDER BY id")
+    manager = await MemoryManager.create(settings=settings, migrate=False)
+    try:
+        frame = await manager.inject(ALEX, query="Any tips for my daughter's violin practice?")
+        # the seed's ranking: the top by importance, whatever the question
+        top = fact_repo.top_sync(db, ALEX, 0.1, 20, today())
+        assert frame.fact_ids == [r[0] for r in top]
+        assert frame.injected_facts[:2] == [
+            "User is a senior data engineer at a logistics company.",
+            "User prefers Python for all new services.",
+        ]
+        assert frame.ranking == "importance" and frame.scores == [] and frame.history == []
+    finally:
+        await manager.close()
+    after = db.execute("SELECT id, xmin::text FROM agent_memory.memory_items ORDER BY id")
+    assert before.fetchall() == after.fetchall()  # nothing written
     with pytest.raises(ValueError, match="at least one weight"):
         MemorySettings(
             inject_ranking="relevance",
@@ -49,6 +70,8 @@ def test_importance_only_ranking_is_what_the_default_settings_give() -> None:
             inject_weight_recency=0,
             inject_weight_relevance=0,
         )
+    with pytest.raises(ValueError, match=r"inject_candidates \(5\) is below inject_limit \(20\)"):
+        MemorySettings(inject_candidates=5)
 
 
 def test_relevance_ranking_finds_the_needed_fact_where_importance_only_does_not(
@@ -180,12 +203,15 @@ async def test_a_used_fact_keeps_its_importance_when_reinforcement_is_on(
         assert frame.importances == [pytest.approx(faded, rel=1e-4)]  # what it was when used
         fact = (await reinforcing.facts(ALEX))[0]
         assert fact.importance == pytest.approx(0.8)  # its clock restarted today
-        assert fact.importance_at.date() == datetime.now(UTC).date()
+        assert fact.importance_at.astimezone(UTC).date() == today()
         version = db.execute("SELECT xmin::text FROM agent_memory.memory_items").fetchone()
         await reinforcing.inject(ALEX)  # used again the same day: no second write
         assert db.execute("SELECT xmin::text FROM agent_memory.memory_items").fetchone() == version
-        tomorrow = await reinforcing.facts(ALEX, on=date.today() + timedelta(days=1))
+        tomorrow = await reinforcing.facts(ALEX, on=today() + timedelta(days=1))
         assert tomorrow[0].importance == pytest.approx(0.8 * 0.95)
+        # an inject evaluated on another day (a replay, a test) reads, it does not reinforce
+        await reinforcing.inject(ALEX, on=today() + timedelta(days=30))
+        assert db.execute("SELECT xmin::text FROM agent_memory.memory_items").fetchone() == version
     finally:
         await reinforcing.close()
 
@@ -196,7 +222,8 @@ async def test_consolidated_episodes_get_summaries_that_inject_shows_with_their_
 ) -> None:
     manager = await tuned(settings, inject_history=2)
     try:
-        days = [datetime(2026, 11, d, 15, tzinfo=UTC) for d in (18, 20, 24)]
+        base = datetime.now(UTC).replace(hour=15, minute=0, second=0, microsecond=0)
+        days = [base - timedelta(days=d) for d in (12, 10, 6)]
         texts = [
             "I moved our billing service to Go.",
             "Our staging cluster ran out of disk. Any idea?",
@@ -214,13 +241,14 @@ async def test_consolidated_episodes_get_summaries_that_inject_shows_with_their_
         )
         assert (
             "Recent conversation history:\n"
-            '\u2022 2026-11-24: User said "I prefer short answers." (1 more message).\n'
-            '\u2022 2026-11-20: User said "Our staging cluster ran out of disk." (1 more message).'
+            f'\u2022 {days[2]:%Y-%m-%d}: User said "I prefer short answers." (1 more message).\n'
+            f'\u2022 {days[1]:%Y-%m-%d}: User said "Our staging cluster ran out of disk."'
+            " (1 more message)."
         ) in frame.context
         assert frame.context.startswith("What you know about the user:\n- ")
 
-        # "what happened on the 20th": a date range, with summaries
-        tuesday = date(2026, 11, 20)
+        # "what happened that day": a date range, with summaries
+        tuesday = days[1].date()
         that_day = await manager.episodes(ALEX, since=tuesday, until=tuesday + timedelta(days=1))
         assert [e.occurred_at for e in that_day] == [days[1]]
         assert that_day[0].summary is not None and "staging" in that_day[0].summary

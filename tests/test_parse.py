@@ -120,3 +120,47 @@ def test_summaries_are_read_per_episode_and_bad_ones_dropped_with_a_note() -> No
     assert "item 2: summary dropped, there is no episode 3" in repairs
     assert "item 3: summary dropped, its episode 'first' is not a number" in repairs
     assert "item 4: summary of episode 1 dropped, it has no text" in repairs
+
+
+def test_a_bad_summary_is_dropped_not_fatal_and_a_summary_needs_no_op() -> None:
+    answer = json.dumps(
+        [
+            {"op": "summary", "episode": 1, "summary": None},
+            {"episode": 2, "summary": "User asked about trains."},
+            {"content": "User likes trains.", "importance": 0.6},
+        ]
+    )
+    ops, repairs = parse_operations(answer, episodes=2)
+    assert [(o.op, o.episode, o.content) for o in ops] == [
+        ("summary", 2, "User asked about trains."),
+        ("add", None, "User likes trains."),
+    ]
+    assert "item 0: summary of episode 1 dropped, it has no text" in repairs
+
+
+def test_a_large_batch_asks_for_no_summaries() -> None:
+    from datetime import UTC, datetime
+
+    from agent_memory.extraction.prompt import MAX_SUMMARIZED_EPISODES, build_messages
+    from agent_memory.models import Episode
+
+    def episodes(n: int) -> list[Episode]:
+        now = datetime.now(UTC)
+        return [
+            Episode(
+                id=i,
+                user_id="u",
+                agent_id=None,
+                workflow_id=None,
+                messages=[{"role": "user", "content": f"message {i}"}],
+                occurred_at=now,
+                created_at=now,
+                consolidated=False,
+            )
+            for i in range(n)
+        ]
+
+    small = build_messages(episodes(3))[1]["content"]
+    assert small.endswith("Write one summary item for each of the 3 episode(s).")
+    large = build_messages(episodes(MAX_SUMMARIZED_EPISODES + 1))[1]["content"]
+    assert large.endswith("Write no summary items for these episodes.")

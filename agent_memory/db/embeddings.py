@@ -38,7 +38,7 @@ MISSING = f"""
 SELECT m.id, m.content
 FROM agent_memory.memory_items m
 LEFT JOIN agent_memory.fact_embeddings e ON e.fact_id = m.id AND e.model = %(model)s
-WHERE e.fact_id IS NULL AND m.superseded_at IS NULL
+WHERE e.fact_id IS NULL AND m.superseded_at IS NULL AND m.id > %(after)s
   AND (%(all_scopes)s OR {SCOPE_MATCH})
 ORDER BY m.id
 LIMIT %(limit)s
@@ -62,15 +62,29 @@ WHERE m.superseded_at IS NULL
 """
 
 
+# what says this server will not hold embeddings, however often it is asked
+_PERMANENT = (
+    psycopg.errors.InsufficientPrivilege,  # this role may not create the extension
+    psycopg.errors.UndefinedFile,  # the server has no pgvector ("could not open ... control")
+    psycopg.errors.FeatureNotSupported,
+)
+
+
 def ensure(conn: psycopg.Connection[Any]) -> str | None:
-    """Create the extension and table if missing; None when ready, else why not (the
-    server has no pgvector, or this role may not create it)."""
+    """Create the extension and table if missing; None when ready, else why not (the server
+    has no pgvector, or this role may not create it). Other errors (a lost connection, a lock
+    timeout) are raised: they say nothing about the server, so the caller may ask again."""
     if conn.execute(EXISTS).fetchone() == (True,):
         return None
     try:
         with conn.transaction():
             conn.execute(CREATE)
-    except psycopg.Error as exc:
+    except psycopg.errors.UniqueViolation:
+        # two processes created it at once; the other one won
+        if conn.execute(EXISTS).fetchone() == (True,):
+            return None
+        raise
+    except _PERMANENT as exc:
         return f"{type(exc).__name__}: {str(exc).strip().splitlines()[0]}"
     return None
 
@@ -80,12 +94,13 @@ def vector_text(vector: list[float]) -> str:
     return "[" + ",".join(map(repr, vector)) + "]"
 
 
-def missing_params(model: str, scope: Scope | None, limit: int) -> dict[str, Any]:
+def missing_params(model: str, scope: Scope | None, limit: int, after: int) -> dict[str, Any]:
     return {
         **(scope or Scope()).as_dict(),
         "model": model,
         "all_scopes": scope is None,
         "limit": limit,
+        "after": after,
     }
 
 
@@ -94,10 +109,15 @@ def store_params(model: str, ids: list[int], vectors: list[list[float]]) -> dict
 
 
 async def missing(
-    conn: psycopg.AsyncConnection[Any], model: str, scope: Scope | None, limit: int
+    conn: psycopg.AsyncConnection[Any],
+    model: str,
+    scope: Scope | None,
+    limit: int,
+    after: int = 0,
 ) -> list[tuple[int, str]]:
-    """Up to ``limit`` current facts (of ``scope``, or all) with no embedding from ``model``."""
-    cur = await conn.execute(MISSING, missing_params(model, scope, limit))
+    """Up to ``limit`` current facts (of ``scope``, or all) with no embedding from ``model``,
+    in id order from after ``after`` (so a long run never rescans what it has done)."""
+    cur = await conn.execute(MISSING, missing_params(model, scope, limit, after))
     return [(int(r[0]), str(r[1])) for r in await cur.fetchall()]
 
 

@@ -2,11 +2,13 @@
 
 Ranking, as in Generative Agents: score = w_i * importance + w_r * recency + w_v * relevance,
 each component min-max normalised over the scored candidates so that no one of them dominates
-by its scale. The candidates are the scope's ``candidates`` most important current facts plus
-every fact that matches the question, so a relevant fact of low importance is still found.
+by its scale. The candidates are the scope's ``candidates`` most important current facts; a
+scope larger than that adds its ``candidates`` most important facts that match the question
+(text) or are nearest to it (embeddings), so a relevant fact of low importance is still found.
 
 * importance: the current (decayed) importance;
-* recency: 0.5 ** (days since the fact was last mentioned or used / half-life);
+* recency: 0.5 ** (days since the fact was last mentioned or used / half-life), computed as
+  exp(-ln 2 * days / half-life) floored so that a very old fact is ~0, never an underflow;
 * relevance: full-text ``ts_rank`` of the fact against the latest user message (any of its
   words, stemmed), or cosine similarity of embeddings (see :mod:`agent_memory.db.embeddings`).
 """
@@ -36,8 +38,8 @@ _SCORE = f"""
 scored AS (
     SELECT m.id, m.content, m.decay_rank,
            least(1.0, exp(greatest(m.decay_rank - %(day)s * {LAMBDA}, -700))) AS importance,
-           power(0.5, greatest(%(day)s - agent_memory.day_index(m.importance_at), 0)
-                      / %(half_life)s::float8) AS recency,
+           exp(greatest(-ln(2) * greatest(%(day)s - agent_memory.day_index(m.importance_at), 0)
+                        / %(half_life)s::float8, -700)) AS recency,
            {{relevance}} AS relevance
     FROM candidates c JOIN agent_memory.memory_items m ON m.id = c.id {{join}}
 ),
@@ -90,7 +92,9 @@ candidates AS (
     )
 }"""
 
-# Embedding relevance: the most important candidates, plus the scope's nearest facts.
+# Embedding relevance: the most important candidates, plus the scope's nearest facts. A stored
+# vector of other dimensions than the question's (the model's output size changed) counts as
+# unrelated rather than failing the query.
 RANKED_VECTOR = f"""
 WITH {_TOP},
 candidates AS (
@@ -98,26 +102,42 @@ candidates AS (
     UNION
     (SELECT m.id FROM agent_memory.memory_items m
      JOIN agent_memory.fact_embeddings e ON e.fact_id = m.id AND e.model = %(model)s
+          AND vector_dims(e.embedding) = vector_dims(%(vector)s::vector)
      WHERE {_LARGE_SCOPE} AND {_CURRENT}
      ORDER BY e.embedding <=> %(vector)s::vector LIMIT %(candidates)s)
 ),
 {
     _SCORE.format(
         relevance="coalesce(1 - (e.embedding <=> %(vector)s::vector), 0)",
-        join="LEFT JOIN agent_memory.fact_embeddings e ON e.fact_id = m.id AND e.model = %(model)s",
+        join="LEFT JOIN agent_memory.fact_embeddings e ON e.fact_id = m.id AND e.model = %(model)s"
+        " AND vector_dims(e.embedding) = vector_dims(%(vector)s::vector)",
     )
 }"""
 
 # Restart the decay clock of facts just used: each is as important today as when it was last
 # mentioned. At most once a day per fact (decay moves in whole days), so a busy agent does not
 # rewrite the same rows on every turn.
+#
+# It is best effort and never waits on the hot path: rows another transaction holds (a
+# consolidation writing the scope) are skipped, and so is everything while the decay factor is
+# being changed (a rebase holds the policy row), so the rank is never computed with a stale one.
 REFRESH = f"""
+WITH policy AS (
+    SELECT -ln(factor) AS lam FROM agent_memory.decay_policy FOR SHARE SKIP LOCKED
+),
+used AS (
+    SELECT m.id FROM agent_memory.memory_items m
+    WHERE m.id = ANY(%(ids)s) AND {SCOPE_MATCH}
+      AND m.superseded_at IS NULL
+      AND agent_memory.day_index(m.importance_at) < agent_memory.day_index(%(at)s)
+    ORDER BY m.id
+    FOR UPDATE SKIP LOCKED
+)
 UPDATE agent_memory.memory_items m
 SET importance_at = %(at)s,
-    decay_rank = ln(m.importance) + agent_memory.day_index(%(at)s) * {LAMBDA}
-WHERE m.id = ANY(%(ids)s) AND {SCOPE_MATCH}
-  AND m.superseded_at IS NULL
-  AND agent_memory.day_index(m.importance_at) < agent_memory.day_index(%(at)s)
+    decay_rank = ln(m.importance) + agent_memory.day_index(%(at)s) * policy.lam
+FROM used, policy
+WHERE m.id = used.id
 """
 
 HISTORY = f"""

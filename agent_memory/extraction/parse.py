@@ -185,7 +185,10 @@ def _summary(
         repairs.append(f"item {index}: summary dropped, there is no episode {raw}")
         return None
     key = next((k for k in ("summary", "content", "text") if k in item), None)
-    text = _content(item[key], index, repairs) if key else None
+    try:
+        text = _content(item[key], index, repairs) if key else None
+    except ExtractionError:  # a summary is optional: a bad one is dropped, not fatal
+        text = None
     if text is None:
         repairs.append(f"item {index}: summary of episode {raw} dropped, it has no text")
         return None
@@ -221,7 +224,10 @@ def parse_operations(
             continue
         if not isinstance(item, dict):
             raise ExtractionError(f"fact {index} is a {type(item).__name__}: {item!r:.80}")
-        raw_op = next((item[k] for k in ("op", "operation", "event", "action") if k in item), "add")
+        default = "summary" if "summary" in item and "episode" in item else "add"
+        raw_op = next(
+            (item[k] for k in ("op", "operation", "event", "action") if k in item), default
+        )
         op = _OPS.get(str(raw_op).strip().lower())
         if op is None:
             raise ExtractionError(
