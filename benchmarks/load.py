@@ -1,0 +1,304 @@
+"""python -m benchmarks.load [--quick] [--agents N] [--turns N] [--think-ms MS] [--pool N]
+
+A load test: N simulated agents, each doing inject then record for T turns (with a think time
+between the two, standing in for the agent's own LLM call), while a second process runs the
+consolidation and decay flows over and over against the same database. Afterwards one last
+consolidation takes what is left.
+
+It checks what must hold under load and prints JSON:
+
+* errors: 0 (any exception in an agent's inject or record is counted and named);
+* no lost episodes: every record returned an id, and the database holds exactly those episodes,
+  all consolidated at the end;
+* no deadlocks: pg_stat_database.deadlocks did not move;
+* inject latency p50/p99 as the agents saw it (bound at full size: p99 <= 10 ms), beside the
+  same agents' inject latency with no flows running, measured first in the same run.
+
+Full size: 50 agents x 200 turns; --quick: 10 x 20 (the CI test runs a smaller size still).
+Connections: the agents share one MemoryManager, so one pool of --pool connections (default:
+one per agent, as the README advises); the flows' process has its own pool.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from langchain_core.messages import AIMessage, HumanMessage
+from pydantic import SecretStr
+
+from agent_memory import MemoryManager
+from agent_memory.models import Scope
+from agent_memory.settings import DatabaseSettings, Settings
+
+ROOT = Path(__file__).resolve().parent.parent
+TOPICS = ("Python", "Go", "PostgreSQL", "Kubernetes", "Airflow", "dbt", "Redis", "Kafka")
+
+
+@dataclass
+class AgentStats:
+    """What the agents saw."""
+
+    inject_ms: list[float] = field(default_factory=list)
+    record_ms: list[float] = field(default_factory=list)
+    episode_ids: list[int] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def percentiles(ms: list[float]) -> dict[str, float]:
+    if not ms:
+        return {"p50_ms": 0.0, "p99_ms": 0.0, "n": 0}
+    ordered = sorted(ms)
+    return {
+        "p50_ms": round(statistics.median(ordered), 3),
+        "p99_ms": round(ordered[max(0, int(len(ordered) * 0.99) - 1)], 3),
+        "n": len(ordered),
+    }
+
+
+def scope_of(agent: int) -> Scope:
+    return Scope(f"load-user-{agent}", "load-agent")
+
+
+async def one_agent(
+    manager: MemoryManager,
+    agent: int,
+    turns: int,
+    think_s: float,
+    stats: AgentStats,
+    record: bool = True,
+) -> None:
+    rng = random.Random(agent)
+    scope = scope_of(agent)
+    for turn in range(turns):
+        topic = rng.choice(TOPICS)
+        question = f"How should I use {topic} for turn {turn}?"
+        try:
+            started = time.perf_counter()
+            await manager.inject(scope, query=question)
+            stats.inject_ms.append((time.perf_counter() - started) * 1000)
+            await asyncio.sleep(think_s * rng.uniform(0.5, 1.5))  # the agent's own LLM call
+            if not record:
+                continue
+            messages = [HumanMessage(f"I prefer {topic} for my work. {question}"), AIMessage("Ok.")]
+            started = time.perf_counter()
+            episode_id = await manager.record(scope, messages)
+            stats.record_ms.append((time.perf_counter() - started) * 1000)
+            assert episode_id is not None
+            stats.episode_ids.append(episode_id)
+        except Exception as exc:  # counted, named in the output, and the agent goes on
+            stats.errors.append(f"agent {agent} turn {turn}: {type(exc).__name__}: {exc}")
+
+
+async def agents(
+    manager: MemoryManager, count: int, turns: int, think_s: float, record: bool = True
+) -> AgentStats:
+    stats = AgentStats()
+    await asyncio.gather(
+        *(one_agent(manager, a, turns, think_s, stats, record) for a in range(count))
+    )
+    return stats
+
+
+def start_flows(dsn: str, stop_file: Path, env: dict[str, str] | None = None) -> Any:
+    """The flows' process: consolidation and decay in a loop until ``stop_file`` exists."""
+    child_env = {**os.environ, **(env or {}), "DATABASE_URL": dsn}
+    return subprocess.Popen(
+        [sys.executable, "-m", "benchmarks.load", "--flows-until", str(stop_file)],
+        cwd=ROOT,
+        env=child_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+async def flows_loop(stop_file: Path) -> dict[str, Any]:
+    """Run consolidation then decay, again and again, until ``stop_file`` appears."""
+    from flows.consolidation import ConsolidationParams, consolidation_flow
+    from flows.decay import DecayParams, decay_flow
+    from flows.outcome import run_for_summary
+
+    done = {"consolidations": 0, "decays": 0, "scopes_failed": 0, "episodes": 0}
+    ready = stop_file.with_name("ready")
+    ready.touch()  # imports done: the agents may start
+    while not stop_file.exists():
+        summary = await run_for_summary(consolidation_flow, ConsolidationParams())
+        done["consolidations"] += 1
+        done["scopes_failed"] += summary["failed"]
+        done["episodes"] += summary["episodes"]
+        await decay_flow(DecayParams())
+        done["decays"] += 1
+    return done
+
+
+def deadlocks(dsn: str) -> int:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()"
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+async def run_load(
+    dsn: str,
+    *,
+    agents_count: int,
+    turns: int,
+    think_ms: float,
+    pool: int | None = None,
+    flows_env: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """The load test against a migrated database at ``dsn``; the figures and checks."""
+    size = pool or max(agents_count, 2)
+    # all connections opened up front: a first-use connect is not what a steady agent sees
+    settings = Settings(
+        db=DatabaseSettings(url=SecretStr(dsn), pool_min_size=size, pool_max_size=size)
+    )
+    manager = await MemoryManager.create(settings=settings)
+    think_s = think_ms / 1000
+    deadlocks_before = deadlocks(dsn)
+    try:
+        # the reference: the same agents injecting with no flows running (and nothing stored)
+        idle = await agents(manager, agents_count, max(turns // 4, 2), think_s, record=False)
+        stop_file = Path(tempfile.mkdtemp(prefix="am-load-")) / "stop"
+        flows = start_flows(dsn, stop_file, flows_env)
+        while not stop_file.with_name("ready").exists():  # Prefect takes seconds to import
+            if flows.poll() is not None:
+                raise RuntimeError(f"the flows' process exited: {flows.communicate()[1][-3000:]}")
+            await asyncio.sleep(0.2)
+        started = time.perf_counter()
+        try:
+            busy = await agents(manager, agents_count, turns, think_s)
+        finally:
+            stop_file.touch()
+            out, err = flows.communicate(timeout=600)
+        wall_s = time.perf_counter() - started
+        if flows.returncode != 0:
+            raise RuntimeError(f"the flows' process failed ({flows.returncode}):\n{err[-3000:]}")
+        flow_counts = json.loads(out.strip().splitlines()[-1])
+        # what the flows left pending, consolidated now (so every episode is accounted for)
+        final = await manager.consolidate()
+    finally:
+        await manager.close()
+    with psycopg.connect(dsn) as conn:
+        stored = conn.execute(
+            "SELECT count(*), count(*) FILTER (WHERE consolidated) FROM agent_memory.episodes"
+            " WHERE id = ANY(%s)",
+            (busy.episode_ids,),
+        ).fetchone()
+        total = conn.execute("SELECT count(*) FROM agent_memory.episodes").fetchone()
+    assert stored is not None and total is not None
+    expected = agents_count * turns
+    busy_inject = percentiles(busy.inject_ms)
+    return {
+        "agents": agents_count,
+        "turns": turns,
+        "think_ms": think_ms,
+        "pool_size": settings.db.pool_max_size,
+        "wall_seconds": round(wall_s, 1),
+        "errors": len(busy.errors) + len(idle.errors),
+        "error_samples": (busy.errors + idle.errors)[:5],
+        "episodes": {
+            "recorded": len(busy.episode_ids),
+            "expected": expected,
+            "distinct_ids": len(set(busy.episode_ids)),
+            "stored": int(stored[0]),
+            "consolidated": int(stored[1]),
+            "in_database": int(total[0]),
+        },
+        "lost_episodes": expected - int(stored[0]),
+        "deadlocks": deadlocks(dsn) - deadlocks_before,
+        "flows": {**flow_counts, "final_consolidation_episodes": final["episodes"]},
+        "inject_idle": percentiles(idle.inject_ms),
+        "inject_under_load": busy_inject,
+        "record_under_load": percentiles(busy.record_ms),
+        "bounds": {"inject_under_load_p99_ms": "<= 10 (full size)", "errors": 0, "lost": 0},
+    }
+
+
+def ok(result: dict[str, Any]) -> bool:
+    """The checks that hold at every size."""
+    episodes = result["episodes"]
+    return bool(
+        result["errors"] == 0
+        and result["lost_episodes"] == 0
+        and result["deadlocks"] == 0
+        and episodes["distinct_ids"] == episodes["expected"]
+        and episodes["consolidated"] == episodes["stored"] == episodes["expected"]
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.load",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--quick", action="store_true", help="10 agents x 20 turns")
+    parser.add_argument("--agents", type=int, default=50)
+    parser.add_argument("--turns", type=int, default=200)
+    parser.add_argument("--think-ms", type=float, default=100.0)
+    parser.add_argument("--pool", type=int, default=None, help="default: one per agent")
+    parser.add_argument("--flows-until", type=Path, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.flows_until is not None:  # the flows' process
+        print(json.dumps(asyncio.run(flows_loop(args.flows_until))))
+        return 0
+    if args.quick:
+        args.agents, args.turns = 10, 20
+
+    from agent_memory.db.migrations import ensure_decay_policy, migrate
+    from benchmarks.database import admin_dsn
+    from deployments.server import start_prefect_server
+
+    admin, server = admin_dsn()
+    name = "agent_memory_load"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {name}")
+    dsn = psycopg.conninfo.make_conninfo(admin, dbname=name)
+    prefect = start_prefect_server()
+    os.environ["PREFECT_API_URL"] = prefect.api_url
+    # this process's last flow logs must not chase a server that is being stopped
+    os.environ["PREFECT_LOGGING_TO_API_ENABLED"] = "false"
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            migrate(conn)
+            ensure_decay_policy(conn, 0.95)
+        result = asyncio.run(
+            run_load(
+                dsn,
+                agents_count=args.agents,
+                turns=args.turns,
+                think_ms=args.think_ms,
+                pool=args.pool,
+            )
+        )
+    finally:
+        prefect.stop()
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        if server is not None:
+            server.cleanup()
+    full = args.agents >= 50 and args.turns >= 200
+    result["pass"] = ok(result) and (not full or result["inject_under_load"]["p99_ms"] <= 10)
+    json.dump(result, sys.stdout, indent=2)
+    print()
+    return 0 if result["pass"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
