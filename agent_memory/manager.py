@@ -410,6 +410,26 @@ class MemoryManager:
         async with pool.connection() as conn:
             return await episode_repo.insert(conn, scope, stored, metadata, occurred_at)
 
+    async def record_many(
+        self, conversations: Sequence[tuple[Scope, Sequence[Any], datetime | None]]
+    ) -> list[int]:
+        """Store several conversations (scope, messages, when or None for now) as episodes in
+        one transaction and one round trip: for a server that flushes many agents' sessions at
+        once. All are validated first, so one bad conversation stores none; empty ones are
+        refused (there is no episode to return an id for)."""
+        rows = []
+        for i, (scope, messages, occurred_at) in enumerate(conversations):
+            if not messages:
+                raise InvalidMessageError(f"conversations[{i}] has no messages")
+            self._check_time(occurred_at)
+            stored, metadata = self._serialize(messages)
+            rows.append((scope, stored, metadata, occurred_at))
+        if not rows:
+            return []
+        pool = await self._apool()
+        async with pool.connection() as conn:
+            return await episode_repo.insert_many(conn, rows)
+
     def record_sync(
         self, scope: Scope, messages: Sequence[Any], *, occurred_at: datetime | None = None
     ) -> int | None:

@@ -11,7 +11,7 @@ import pytest
 from agent_memory import MemoryManager, Scope
 from agent_memory.db import facts as fact_repo
 from agent_memory.db.migrations import current_version, load_migrations, migrate
-from agent_memory.errors import InvalidScopeError
+from agent_memory.errors import InvalidMessageError, InvalidScopeError
 from agent_memory.models import Fact
 
 
@@ -132,3 +132,39 @@ def test_inject_query_uses_the_scope_index(db: psycopg.Connection[Any]) -> None:
     )
     assert "memory_items_current_rank_idx" in plan
     assert "Sort" not in plan
+
+
+async def test_record_many_stores_every_conversation_or_none(
+    manager: MemoryManager, db: psycopg.Connection[Any]
+) -> None:
+    yesterday = datetime.now(UTC) - timedelta(days=1)
+    ids = await manager.record_many(
+        [
+            (Scope("ann"), [{"role": "user", "content": "one"}], None),
+            (Scope("bob", "x"), [{"role": "user", "content": "two"}], yesterday),
+            (Scope("ann"), [{"role": "user", "content": "three"}], None),
+        ]
+    )
+    rows = db.execute(
+        "SELECT id, user_id, agent_id, messages->0->>'content', occurred_at = %s"
+        " FROM agent_memory.episodes ORDER BY id",
+        (yesterday,),
+    ).fetchall()
+    assert [r[0] for r in rows] == ids
+    assert [r[1:] for r in rows] == [
+        ("ann", None, "one", False),
+        ("bob", "x", "two", True),
+        ("ann", None, "three", False),
+    ]
+    assert await manager.record_many([]) == []
+    # one bad conversation (a value JSON cannot hold) stores none of them
+    with pytest.raises(InvalidMessageError, match=r"messages\[0\]"):
+        await manager.record_many(
+            [
+                (Scope("ann"), [{"role": "user", "content": "fine"}], None),
+                (Scope("ann"), [{"role": "user", "content": {1, 2}}], None),
+            ]
+        )
+    with pytest.raises(InvalidMessageError, match=r"conversations\[0\] has no messages"):
+        await manager.record_many([(Scope("ann"), [], None)])
+    assert db.execute("SELECT count(*) FROM agent_memory.episodes").fetchone() == (3,)
