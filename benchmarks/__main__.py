@@ -15,6 +15,8 @@ full-text question matches a few facts of a scope, not all of them.
               embeddings (recall.RANKED_VECTOR, pgvector), excluding the embedding call: every
               fact has a random unit-free vector of --dims dimensions, the question another
 * seed      - the seed's query (IS NOT DISTINCT FROM on the three parts, ORDER BY importance)
+* record    - storing an episode: one INSERT per episode (record), against 100 episodes in one
+              transaction and round trip (record_many), per episode
 
 select1, inject and inject_relevance_text are interleaved in rounds, so drift on the machine
 hits them alike. Then, on the same connection, retrieval quality on the labelled set
@@ -45,6 +47,7 @@ from typing import Any
 import psycopg
 
 from agent_memory.db import embeddings as embedding_repo
+from agent_memory.db import episodes as episode_repo
 from agent_memory.db import facts as fact_repo
 from agent_memory.db import recall
 from agent_memory.db.fragments import SCOPE_MATCH
@@ -135,6 +138,7 @@ SELECT m.id, %(model)s,
 FROM agent_memory.memory_items m
 """
 EMBED_MODEL = "bench-embed"
+RECORD_BATCH = 100
 
 
 # How many of a scope's current facts match a question (any of its words), and of how many.
@@ -269,6 +273,27 @@ def run(
                 rel += timings(inject_relevance_text, iterations // rounds)
                 emb += timings(inject_relevance_embedding, iterations // rounds)
             seed_ms = timings(seed, seed_iterations, warmup=2)
+
+            # record: one episode per call, against a batch of RECORD_BATCH per call
+            messages: list[dict[str, Any]] = [
+                {"role": "user", "content": "I prefer tea over coffee."},
+                {"role": "assistant", "content": "Noted."},
+            ]
+            meta: dict[str, Any] = {"bytes": 90}
+            rec_it = iter(picks * 4)
+
+            def record_single() -> None:
+                episode_repo.insert_sync(conn, next(rec_it), messages, meta)
+
+            def record_batched() -> None:
+                rows = [(next(rec_it), messages, meta, None) for _ in range(RECORD_BATCH)]
+                episode_repo.insert_many_sync(conn, rows)
+
+            single: list[float] = []
+            batched: list[float] = []
+            for _ in range(rounds):
+                single += timings(record_single, max(iterations // (rounds * 4), 5), warmup=2)
+                batched += timings(record_batched, 2, warmup=1)
             plan = explain(conn, fact_repo.TOP, fact_repo.top_params(picks[0], 0.1, 20, day))
             rel_plan = explain(conn, recall.RANKED_TEXT, relevance_params(*asks[0], day))
             emb_plan = explain(
@@ -297,6 +322,9 @@ def run(
             server.cleanup()
     r_select1, r_inject, r_seed = summary(s1), summary(inj), summary(seed_ms)
     r_rel, r_emb = summary(rel), summary(emb)
+    r_single = summary(single)
+    per_episode = [ms / RECORD_BATCH for ms in batched]
+    r_batched = summary(per_episode)
     emb_vs_select1 = r_emb["p50_ms"] / r_select1["p50_ms"]
     inject_vs_select1 = r_inject["p50_ms"] / r_select1["p50_ms"]
     rel_vs_select1 = r_rel["p50_ms"] / r_select1["p50_ms"]
@@ -313,11 +341,16 @@ def run(
         "inject_relevance_text": r_rel,
         "inject_relevance_embedding": r_emb,
         "seed_query": r_seed,
+        "record_single": r_single,
+        "record_batched_per_episode": {**r_batched, "batch": RECORD_BATCH},
         "ratios": {
             "inject_p50_over_select1_p50": round(inject_vs_select1, 2),
             "inject_relevance_text_p50_over_select1_p50": round(rel_vs_select1, 2),
             "inject_relevance_embedding_p50_over_select1_p50": round(emb_vs_select1, 2),
             "seed_p50_over_inject_p50": round(seed_vs_inject, 1),
+            "record_single_p50_over_batched_per_episode_p50": round(
+                r_single["p50_ms"] / r_batched["p50_ms"], 1
+            ),
         },
         "bounds": {
             "inject_p50_over_select1_p50": "<= 3",
