@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -114,7 +115,7 @@ async def insert(
 
 def insert_many_sync(
     conn: psycopg.Connection[Any],
-    rows: list[tuple[Scope, list[dict[str, Any]], dict[str, Any], datetime | None]],
+    rows: Sequence[tuple[Scope, list[dict[str, Any]], dict[str, Any], datetime | None]],
 ) -> list[int]:
     """Insert several episodes in one transaction and one round trip (a pipeline); their ids,
     in order."""
@@ -125,7 +126,7 @@ def insert_many_sync(
 
 async def insert_many(
     conn: psycopg.AsyncConnection[Any],
-    rows: list[tuple[Scope, list[dict[str, Any]], dict[str, Any], datetime | None]],
+    rows: Sequence[tuple[Scope, list[dict[str, Any]], dict[str, Any], datetime | None]],
 ) -> list[int]:
     """:func:`insert_many_sync` for async code."""
     async with conn.transaction(), conn.cursor() as cur:
