@@ -1,0 +1,89 @@
+"""python -m benchmarks [--quick] [--only NAMES] [--out FILE]
+
+Every benchmark in one command, one JSON document: each section runs as its own process
+(``python -m benchmarks.<name>``, its own databases and servers) and its JSON goes under its
+name. Each figure inside is reported with the reference it is divided by, measured in the same
+run (see each module's docstring):
+
+* inject        - inject (importance; relevance by full text and by embeddings), record single
+                  and batched, the seed's query; recall@5 on the labelled set
+* decay         - a daily decay run against the seed's UPDATE + DELETE on the same data
+* analytics     - loading facts into polars through Arrow against fetchall; the decay report
+* consolidation - the flow against the ideal with a loopback LLM; rerun; token use of a backlog
+* memory        - peak RSS while consolidating a backlog
+* load          - agents injecting and recording while the flows run
+
+--quick runs every section at its small size (a CI smoke run); the default is the full size
+the README's bounds apply to. The exit status is 1 when a section fails or misses a bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+SECTIONS = ("inject", "decay", "analytics", "consolidation", "memory", "load")
+
+
+def run_section(name: str, quick: bool) -> dict[str, Any]:
+    """One section in a process of its own; its JSON, or what went wrong."""
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", f"benchmarks.{name}", *(["--quick"] if quick else [])],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
+    seconds = round(time.perf_counter() - started, 1)
+    try:
+        result: dict[str, Any] = json.loads(done.stdout[done.stdout.index("{") :])
+    except ValueError:
+        return {
+            "error": f"exit {done.returncode}: {done.stderr.strip()[-2000:]}",
+            "seconds": seconds,
+        }
+    result["seconds"] = seconds
+    return result
+
+
+def failed(result: dict[str, Any]) -> bool:
+    return "error" in result or result.get("pass") is False
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--quick", action="store_true", help="every section at its small size")
+    parser.add_argument(
+        "--only", default=",".join(SECTIONS), help=f"comma-separated, of {', '.join(SECTIONS)}"
+    )
+    parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")
+    args = parser.parse_args(argv)
+    names = [n.strip() for n in args.only.split(",") if n.strip()]
+    unknown = [n for n in names if n not in SECTIONS]
+    if unknown:
+        parser.error(f"unknown section(s) {', '.join(unknown)}; choose from {', '.join(SECTIONS)}")
+    report: dict[str, Any] = {"size": "quick" if args.quick else "full"}
+    for name in names:
+        print(f"running {name} ...", file=sys.stderr, flush=True)
+        report[name] = run_section(name, args.quick)
+    report["failed"] = [n for n in names if failed(report[n])]
+    text = json.dumps(report, indent=2)
+    print(text)
+    if args.out is not None:
+        args.out.write_text(text + "\n", encoding="utf-8")
+    return 1 if report["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
