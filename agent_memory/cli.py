@@ -205,7 +205,10 @@ def embed(
     )
 
 
-async def _stats(settings: Settings, scope: Scope | None, as_of: date) -> dict[str, Any]:
+async def _stats(
+    settings: Settings, scope: Scope | None, as_of: date, *, chart: bool = False
+) -> dict[str, Any]:
+    """What ``stats`` prints; with ``chart``, also the PNG of analytics.plot under "chart"."""
     from agent_memory import analytics
     from agent_memory.db.pool import open_pool
 
@@ -234,16 +237,49 @@ async def _stats(settings: Settings, scope: Scope | None, as_of: date) -> dict[s
         "fact_scopes": scopes,
         "jobs": jobs,
         "report": report.summary(),
+        "chart": analytics.plot(report) if chart else None,
     }
 
 
+PlotOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--plot",
+        metavar="FILE",
+        help="also write a PNG of the importance distribution and the projected survival",
+    ),
+]
+
+
+def _chart_error(path: Path, reason: str) -> typer.Exit:
+    errors.print(
+        f"[red]error:[/] cannot write the chart to {str(path)!r}: {reason}",
+        highlight=False,
+        soft_wrap=True,
+    )
+    return typer.Exit(2)
+
+
 @app.command()
-def stats(user: UserOpt = None, agent: AgentOpt = None, workflow: WorkflowOpt = None) -> None:
-    """Print what memory holds: episodes, jobs, and the decay analytics (changes nothing)."""
+def stats(
+    user: UserOpt = None, agent: AgentOpt = None, workflow: WorkflowOpt = None, plot: PlotOpt = None
+) -> None:
+    """Print what memory holds: episodes, jobs, and the decay analytics (changes nothing).
+
+    ``--plot FILE`` also writes the importance distribution and the projected survival curve
+    as a PNG.
+    """
     from agent_memory.decay import today
 
+    # the obvious mistakes fail before the database is read; the rest when the file is written
+    if plot is not None and plot.is_dir():
+        raise _chart_error(plot, "it is a directory")
+    if plot is not None and not plot.parent.is_dir():
+        raise _chart_error(plot, f"no directory {str(plot.parent)!r}")
     try:
-        result = asyncio.run(_stats(_settings(), _scope(user, agent, workflow), today()))
+        result = asyncio.run(
+            _stats(_settings(), _scope(user, agent, workflow), today(), chart=plot is not None)
+        )
     except AgentMemoryError as exc:
         raise _fail(exc) from None
     console.print(
@@ -253,6 +289,13 @@ def stats(user: UserOpt = None, agent: AgentOpt = None, workflow: WorkflowOpt = 
         highlight=False,
     )
     _print_report(result["report"])
+    if plot is not None:
+        try:
+            plot.write_bytes(result["chart"])
+        except OSError as exc:
+            raise _chart_error(plot, exc.strerror or str(exc)) from None
+        # soft_wrap: a long path stays one piece that can be copied
+        console.print(f"chart written to {plot}", highlight=False, soft_wrap=True)
 
 
 async def _jobs(settings: Settings, status: str | None, limit: int) -> list[Any]:

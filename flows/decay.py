@@ -7,6 +7,8 @@ often this runs: a second run on the same day, or a Prefect retry, changes nothi
 
 from __future__ import annotations
 
+import asyncio
+import base64
 from datetime import date
 from typing import Any
 
@@ -14,6 +16,7 @@ from prefect import flow, runtime
 from prefect.artifacts import acreate_markdown_artifact, acreate_table_artifact
 from pydantic import BaseModel, ConfigDict, Field
 
+from agent_memory import analytics
 from agent_memory.db.pool import open_pool
 from agent_memory.decay import today
 from agent_memory.settings import get_settings
@@ -32,6 +35,26 @@ class DecayParams(BaseModel):
         default=None, gt=0.0, lt=1.0, description="default: AGENT_MEMORY_PURGE_THRESHOLD"
     )
     batch_size: int = Field(default=5_000, ge=1, le=1_000_000)
+
+
+CHART_KEY = "memory-decay-chart"
+
+
+def _chart_markdown(report: analytics.DecayReport, label: str, png: bytes) -> str:
+    """The chart as a markdown artifact with the PNG inline (a data: URI).
+
+    Prefect 3 has no artifact that holds image bytes: an image artifact is a URL that the UI
+    puts in an <img> (and prints in full beside it), so it needs a host serving the file. The
+    UI's markdown renderer lets data:image URIs through for <img> (its sanitizer adds the data
+    protocol for src), so the chart shows in the run's Artifacts tab with nothing to serve and
+    nothing to reach over the network.
+    """
+    data = base64.b64encode(png).decode("ascii")
+    return (
+        f"## Decay on {report.as_of}: importance and projected survival\n\n"
+        f"scope: {label}; {report.facts} fact(s) after purging {report.purged}\n\n"
+        f"![importance distribution and projected survival](data:image/png;base64,{data})\n"
+    )
 
 
 def _run_name() -> str:
@@ -73,6 +96,9 @@ async def decay_flow(
         key="memory-decay-scopes",
         description="Facts per scope (largest first)",
     )
+    # drawing takes a few hundred ms of CPU: off the event loop, which serves Prefect's client
+    png = await asyncio.to_thread(analytics.plot, report)
+    await acreate_markdown_artifact(markdown=_chart_markdown(report, label, png), key=CHART_KEY)
     await acreate_markdown_artifact(
         markdown=(
             f"## Decay on {as_of}\n\n- scope: {label}\n- purged: **{purged}**\n"
