@@ -85,12 +85,17 @@ SET superseded_at = now(), superseded_by = %(by)s, superseded_by_job = %(job_id)
 WHERE id = %(id)s AND {SCOPE_MATCH} AND superseded_at IS NULL
 """
 
-# Bounded batches, so the purge never holds many row locks or one long transaction.
+# Bounded batches, so the purge never holds many row locks or one long transaction. ORDER BY
+# decay_rank makes it a range scan of the rank index from the bottom: the threshold comes from
+# a subquery, so the planner cannot estimate it, and without the order it chose a sequential
+# scan that re-read the whole table (and earlier batches' dead rows) for every batch - 7.4x the
+# seed's decay instead of 13x at 1M facts, and 160-220 ms for a day with nothing to purge.
 PURGE_BATCH = f"""
 WITH doomed AS (
     SELECT id FROM agent_memory.memory_items
     WHERE decay_rank < ln(%(purge_below)s) + %(day)s * {LAMBDA}
       AND (%(all_scopes)s OR {SCOPE_MATCH})
+    ORDER BY decay_rank
     LIMIT %(batch)s
     FOR UPDATE SKIP LOCKED
 )
