@@ -3,7 +3,7 @@
 How the decay analytics load the facts into polars, at 1M facts over 10k scopes (--quick: 100k
 over 1k), in a fresh database (the embedded PostgreSQL unless DATABASE_URL is set; a database
 named agent_memory_bench_analytics is created and dropped). Facts are loaded as
-benchmarks/__main__.py loads them. Each loader builds the same frame (user_id, agent_id,
+benchmarks/inject.py loads them. Each loader builds the same frame (user_id, agent_id,
 workflow_id, decay_rank; checked against the reference) and is timed the same number of runs,
 interleaved in rounds so drift on the machine hits them alike. Prints JSON:
 
@@ -42,8 +42,8 @@ import psycopg
 from agent_memory import analytics
 from agent_memory.db.migrations import ensure_decay_policy, migrate
 from agent_memory.decay import today
-from benchmarks.__main__ import LOAD
 from benchmarks.database import admin_dsn
+from benchmarks.inject import LOAD
 
 BENCH_DB = "agent_memory_bench_analytics"
 # the columns and order of analytics.FRAME_SCHEMA, a row per fact: what every loader returns

@@ -2,7 +2,7 @@
 
 The daily decay at 1M facts over 10k scopes (--quick: 100k over 1k), in a fresh database (the
 embedded PostgreSQL unless DATABASE_URL is set), against the seed's decay on the same data in
-the same run. Facts are loaded as benchmarks/__main__.py loads them (importance 0.06-1, clocks
+the same run. Facts are loaded as benchmarks/inject.py loads them (importance 0.06-1, clocks
 started over the last 60 days), then purged as of today, so the runs below find one day's worth
 of expiry, as a daily run does. ``seed_items`` is the seed's table (its columns, its primary
 key and importance index) holding the same facts with their importance of today. Autovacuum is
@@ -62,8 +62,8 @@ import psycopg
 from agent_memory.db import facts as fact_repo
 from agent_memory.db.migrations import ensure_decay_policy, migrate
 from agent_memory.decay import current_importance, day_index, today
-from benchmarks.__main__ import LOAD, scope_of
 from benchmarks.database import admin_dsn
+from benchmarks.inject import LOAD, scope_of
 
 BENCH_DB = "agent_memory_bench_decay"
 FACTOR = 0.95
