@@ -43,6 +43,7 @@ GROUP BY scope_key
 # two texts rather than "(%(all_scopes)s OR ...)": each gets a plan of its own (the one scope's
 # through the scope index) even when psycopg prepares the statement
 LOAD_ALL = _PACKED.format(where="")
+AGGREGATE_WORK_MEM = "64MB"  # a constant: SET takes no placeholders
 LOAD_SCOPE = _PACKED.format(where=f"WHERE {SCOPE_MATCH}")
 
 # agent_memory.scope_key(): quote_nullable of each part joined by commas. quote_nullable gives
@@ -104,11 +105,15 @@ async def load_frame(conn: psycopg.AsyncConnection[Any], scope: Scope | None) ->
     """
     # binary results: the packed ranks arrive as they are, not as hex text (twice the bytes)
     cur = conn.cursor(binary=True)
-    if scope is None:
-        await cur.execute(LOAD_ALL)
-    else:
-        await cur.execute(LOAD_SCOPE, scope.as_dict())
-    rows = await cur.fetchall()
+    async with conn.transaction():
+        # the per-scope states of the aggregate (8 bytes a fact) spill to disk past the default
+        # work_mem at about a million facts; LOCAL: for this transaction only
+        await cur.execute(f"SET LOCAL work_mem = '{AGGREGATE_WORK_MEM}'")
+        if scope is None:
+            await cur.execute(LOAD_ALL)
+        else:
+            await cur.execute(LOAD_SCOPE, scope.as_dict())
+        rows = await cur.fetchall()
     return _unpack(rows)
 
 

@@ -160,6 +160,8 @@ async def measure(dsn: str, runs: int, full: bool) -> dict[str, Any]:
             "as_of": date.isoformat(day),
             "facts": report.facts,
         },
+        # the bounds apply at 1M facts over 10k scopes
+        "pass": (speedup >= 3 and report_median <= 2.0) if full else None,
     }
 
 
@@ -210,9 +212,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.quick:
         args.facts, args.scopes = 100_000, 1_000
-    json.dump(run(args.facts, args.scopes, args.runs), sys.stdout, indent=2)
+    result = run(args.facts, args.scopes, args.runs)
+    json.dump(result, sys.stdout, indent=2)
     print()
-    return 0
+    return 1 if result.get("pass") is False else 0
 
 
 if __name__ == "__main__":

@@ -116,7 +116,7 @@ def litellm_cpu_per_call(llm: FakeLLM, calls: int, concurrency: int) -> float:
                 await litellm.acompletion(
                     model="openai/bench-model",
                     api_base=llm.api_base,
-                    api_key=SecretStr("sk-bench"),
+                    api_key="sk-bench",
                     messages=[{"role": "user", "content": "I prefer tool number 1. " * 8}],
                 )
 

@@ -44,6 +44,7 @@ from agent_memory.models import Scope
 from agent_memory.settings import DatabaseSettings, Settings
 
 ROOT = Path(__file__).resolve().parent.parent
+FLOWS_NICE = 10  # the flows' process runs at this lower CPU priority (see start_flows)
 TOPICS = ("Python", "Go", "PostgreSQL", "Kubernetes", "Airflow", "dbt", "Redis", "Kafka")
 
 
@@ -115,6 +116,7 @@ async def agents(
 def start_flows(dsn: str, stop_file: Path, env: dict[str, str] | None = None) -> Any:
     """The flows' process: consolidation and decay in a loop until ``stop_file`` exists."""
     child_env = {**os.environ, **(env or {}), "DATABASE_URL": dsn}
+    # batch work below the agents' priority, as on any machine that shares its cores with them
     return subprocess.Popen(
         [sys.executable, "-m", "benchmarks.load", "--flows-until", str(stop_file)],
         cwd=ROOT,
@@ -122,6 +124,7 @@ def start_flows(dsn: str, stop_file: Path, env: dict[str, str] | None = None) ->
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=lambda: os.nice(FLOWS_NICE),
     )
 
 
@@ -171,6 +174,9 @@ async def run_load(
     think_s = think_ms / 1000
     deadlocks_before = deadlocks(dsn)
     try:
+        # warm-up, unmeasured: every pooled connection prepares its statements (psycopg prepares
+        # a query on its fifth run), as in an agent process that has been up for a while
+        await agents(manager, agents_count, 10, 0.001, record=False)
         # the reference: the same agents injecting with no flows running (and nothing stored)
         idle = await agents(manager, agents_count, max(turns // 4, 2), think_s, record=False)
         stop_file = Path(tempfile.mkdtemp(prefix="am-load-")) / "stop"
@@ -271,6 +277,7 @@ def main(argv: list[str] | None = None) -> int:
         conn.execute(f"CREATE DATABASE {name}")
     dsn = psycopg.conninfo.make_conninfo(admin, dbname=name)
     prefect = start_prefect_server()
+    os.setpriority(os.PRIO_PROCESS, prefect.process.pid, FLOWS_NICE)  # batch work, like the flows
     os.environ["PREFECT_API_URL"] = prefect.api_url
     # this process's last flow logs must not chase a server that is being stopped
     os.environ["PREFECT_LOGGING_TO_API_ENABLED"] = "false"
