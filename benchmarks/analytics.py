@@ -40,9 +40,8 @@ import polars as pl
 import psycopg
 
 from agent_memory import analytics
-from agent_memory.db.migrations import ensure_decay_policy, migrate
 from agent_memory.decay import today
-from benchmarks.database import admin_dsn
+from benchmarks.database import admin_dsn, drop_database, fresh_database
 from benchmarks.inject import LOAD
 
 BENCH_DB = "agent_memory_bench_analytics"
@@ -181,14 +180,9 @@ def _uri(admin: str, dbname: str) -> str:
 
 def run(facts: int, scopes: int, runs: int) -> dict[str, Any]:
     admin, server = admin_dsn()
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB}")
-        conn.execute(f"CREATE DATABASE {BENCH_DB}")
-    dsn = psycopg.conninfo.make_conninfo(admin, dbname=BENCH_DB)
+    dsn = fresh_database(admin, BENCH_DB)
     try:
         with psycopg.connect(dsn, autocommit=True) as conn:
-            migrate(conn)
-            ensure_decay_policy(conn, 0.95)
             t = time.perf_counter()
             conn.execute(LOAD, {"facts": facts, "scopes": scopes})
             conn.execute("VACUUM ANALYZE agent_memory.memory_items")
@@ -196,8 +190,7 @@ def run(facts: int, scopes: int, runs: int) -> dict[str, Any]:
         uri = _uri(admin, BENCH_DB)
         figures = asyncio.run(measure(uri, runs, full=facts >= 1_000_000))
     finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB}")
+        drop_database(admin, BENCH_DB)
         if server is not None:
             server.cleanup()
     return {"facts": facts, "scopes": scopes, "runs": runs, "load_s": round(load_s, 1), **figures}

@@ -39,24 +39,12 @@ os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 import psycopg
 from pydantic import SecretStr
 
-from agent_memory.db.migrations import ensure_decay_policy, migrate
 from agent_memory.settings import DatabaseSettings, LLMSettings, Settings, use_settings
-from benchmarks.database import admin_dsn
+from benchmarks.database import admin_dsn, fresh_database
 from deployments.server import start_prefect_server
 from tests.fake_llm import FakeLLM, Reply
 
 ANSWER = json.dumps([{"content": "User likes benchmarks.", "importance": 0.6}])
-
-
-def fresh_database(admin: str, name: str) -> str:
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {name}")
-    dsn = psycopg.conninfo.make_conninfo(admin, dbname=name)
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        migrate(conn)
-        ensure_decay_policy(conn, 0.95)
-    return dsn
 
 
 def load_scopes(dsn: str, scopes: int, per_scope: int) -> None:

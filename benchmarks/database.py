@@ -22,3 +22,27 @@ def admin_dsn(*, use_database_url: bool = True) -> tuple[str, Any]:
             Path(tempfile.mkdtemp(prefix="am-bench-")) / "pgdata", cleanup_mode="delete"
         )
     return str(server.get_uri()), server
+
+
+def fresh_database(admin: str, name: str, factor: float = 0.95) -> str:
+    """Database ``name`` created anew (an old one is dropped), migrated, with the decay policy
+    ``factor``; its DSN."""
+    import psycopg
+
+    from agent_memory.db.migrations import ensure_decay_policy, migrate
+
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {name}")
+    dsn = psycopg.conninfo.make_conninfo(admin, dbname=name)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        migrate(conn)
+        ensure_decay_policy(conn, factor)
+    return dsn
+
+
+def drop_database(admin: str, name: str) -> None:
+    import psycopg
+
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

@@ -60,9 +60,8 @@ if "PREFECT_HOME" not in os.environ:  # (inherited by the inject process: no sec
 import psycopg
 
 from agent_memory.db import facts as fact_repo
-from agent_memory.db.migrations import ensure_decay_policy, migrate
 from agent_memory.decay import current_importance, day_index, today
-from benchmarks.database import admin_dsn
+from benchmarks.database import admin_dsn, drop_database, fresh_database
 from benchmarks.inject import LOAD, scope_of
 
 BENCH_DB = "agent_memory_bench_decay"
@@ -431,16 +430,11 @@ def run(facts: int, scopes: int, inject_idle_s: float) -> dict[str, Any]:
     admin, server = admin_dsn()
     prefect = start_prefect_server()
     os.environ["PREFECT_API_URL"] = prefect.api_url
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {BENCH_DB}")
-    dsn = psycopg.conninfo.make_conninfo(admin, dbname=BENCH_DB)
+    dsn = fresh_database(admin, BENCH_DB, FACTOR)
     day0 = today()
     result: dict[str, Any] = {"facts": facts, "scopes": scopes, "today": day0.isoformat()}
     try:
         with psycopg.connect(dsn, autocommit=True) as conn:
-            migrate(conn)
-            ensure_decay_policy(conn, FACTOR)
             started = time.perf_counter()
             conn.execute(LOAD, {"facts": facts, "scopes": scopes})
             conn.execute(f"ALTER TABLE {ITEMS} SET (autovacuum_enabled = off)")
@@ -533,8 +527,7 @@ def run(facts: int, scopes: int, inject_idle_s: float) -> dict[str, Any]:
             result["table_after"] = table_stats(conn, ITEMS)
     finally:
         prefect.stop()
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
+        drop_database(admin, BENCH_DB)
         if server is not None:
             server.cleanup()
 

@@ -51,11 +51,10 @@ from agent_memory.db import episodes as episode_repo
 from agent_memory.db import facts as fact_repo
 from agent_memory.db import recall
 from agent_memory.db.fragments import SCOPE_MATCH
-from agent_memory.db.migrations import ensure_decay_policy, migrate
 from agent_memory.decay import today
 from agent_memory.models import Scope
 from benchmarks import retrieval
-from benchmarks.database import admin_dsn
+from benchmarks.database import admin_dsn, drop_database, fresh_database
 
 BENCH_DB = "agent_memory_bench"
 
@@ -206,14 +205,9 @@ def run(
     facts: int, scopes: int, iterations: int, seed_iterations: int, dims: int = 256
 ) -> dict[str, Any]:
     admin, server = admin_dsn()
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB}")
-        conn.execute(f"CREATE DATABASE {BENCH_DB}")
-    dsn = psycopg.conninfo.make_conninfo(admin, dbname=BENCH_DB)
+    dsn = fresh_database(admin, BENCH_DB)
     try:
         with psycopg.connect(dsn, autocommit=True) as conn:
-            migrate(conn)
-            ensure_decay_policy(conn, 0.95)
             t = time.perf_counter()
             conn.execute(LOAD, {"facts": facts, "scopes": scopes})
             conn.execute("VACUUM ANALYZE agent_memory.memory_items")
@@ -316,8 +310,7 @@ def run(
             retrieval.load_facts(conn, retrieval.SCOPE, labelled["facts"])
             quality = retrieval.evaluate(conn, labelled["questions"], k=5)
     finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
+        drop_database(admin, BENCH_DB)
         if server is not None:
             server.cleanup()
     r_select1, r_inject, r_seed = summary(s1), summary(inj), summary(seed_ms)

@@ -266,25 +266,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.agents, args.turns = 10, 20
 
-    from agent_memory.db.migrations import ensure_decay_policy, migrate
-    from benchmarks.database import admin_dsn
+    from benchmarks.database import admin_dsn, drop_database, fresh_database
     from deployments.server import start_prefect_server
 
     admin, server = admin_dsn()
     name = "agent_memory_load"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {name}")
-    dsn = psycopg.conninfo.make_conninfo(admin, dbname=name)
+    dsn = fresh_database(admin, name)
     prefect = start_prefect_server()
     os.setpriority(os.PRIO_PROCESS, prefect.process.pid, FLOWS_NICE)  # batch work, like the flows
     os.environ["PREFECT_API_URL"] = prefect.api_url
     # this process's last flow logs must not chase a server that is being stopped
     os.environ["PREFECT_LOGGING_TO_API_ENABLED"] = "false"
     try:
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            migrate(conn)
-            ensure_decay_policy(conn, 0.95)
         result = asyncio.run(
             run_load(
                 dsn,
@@ -296,8 +289,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     finally:
         prefect.stop()
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        drop_database(admin, name)
         if server is not None:
             server.cleanup()
     full = args.agents >= 50 and args.turns >= 200

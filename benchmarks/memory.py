@@ -85,21 +85,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.episodes = 2_000
 
-    from agent_memory.db.migrations import ensure_decay_policy, migrate
-    from benchmarks.database import admin_dsn
+    from benchmarks.database import admin_dsn, drop_database, fresh_database
     from deployments.server import start_prefect_server
 
     admin, server = admin_dsn()
     name = "agent_memory_rss"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {name}")
-    dsn = psycopg.conninfo.make_conninfo(admin, dbname=name)
+    dsn = fresh_database(admin, name)
     prefect = start_prefect_server()
     try:
         with psycopg.connect(dsn, autocommit=True) as conn:
-            migrate(conn)
-            ensure_decay_policy(conn, 0.95)
             conn.execute(
                 BACKLOG,
                 {
@@ -136,8 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         measured = json.loads(done.stdout.strip().splitlines()[-1])
     finally:
         prefect.stop()
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        drop_database(admin, name)
         if server is not None:
             server.cleanup()
     growth = measured["peak_rss_mb"] - measured["rss_after_imports_mb"]
