@@ -366,7 +366,13 @@ async def write(
     async with pool.connection() as conn, conn.transaction():
         # a decay-factor change (rebase) must not interleave with ranks computed here
         await conn.execute("SELECT factor FROM agent_memory.decay_policy FOR SHARE")
-        marked = await episode_repo.mark_consolidated(conn, batch.episode_ids, batch.job_id)
+        # the episodic tier: every consolidated episode gets its summary (the model's, or the
+        # deterministic one when the model gave none or no call was needed), set as it is marked
+        given = extraction.summaries if extraction is not None else {}
+        summaries = {
+            e.id: given.get(n) or summarize(e) for n, e in enumerate(batch.episodes, start=1)
+        }
+        marked = await episode_repo.mark_consolidated(conn, summaries, batch.job_id)
         if marked != len(batch.episodes):
             ours = await episode_repo.count_marked_by(conn, batch.episode_ids, batch.job_id)
             if ours == len(batch.episodes):
@@ -378,13 +384,6 @@ async def write(
         if extraction is not None:
             applied = await _apply(conn, batch, extraction, boost)
             status = "completed"
-        # the episodic tier: every consolidated episode gets its summary (the model's, or the
-        # deterministic one when the model gave none or no call was needed)
-        given = extraction.summaries if extraction is not None else {}
-        await episode_repo.set_summaries(
-            conn,
-            {e.id: given.get(n) or summarize(e) for n, e in enumerate(batch.episodes, start=1)},
-        )
         await job_repo.finish(
             conn,
             batch.job_id,

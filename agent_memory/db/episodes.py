@@ -59,9 +59,11 @@ SELECT count(*) FROM agent_memory.episodes WHERE consolidated = false AND {IN_WI
 
 # Only episodes still pending are marked: if another run got there first, the count tells.
 MARK = """
-UPDATE agent_memory.episodes
-SET consolidated = true, consolidated_at = now(), consolidation_job_id = %(job_id)s
-WHERE id = ANY(%(ids)s) AND consolidated = false
+UPDATE agent_memory.episodes e
+SET consolidated = true, consolidated_at = now(), consolidation_job_id = %(job_id)s,
+    summary = s.summary
+FROM unnest(%(ids)s::bigint[], %(summaries)s::text[]) AS s(id, summary)
+WHERE e.id = s.id AND e.consolidated = false
 """
 
 BY_SCOPE = f"""
@@ -222,18 +224,14 @@ async def _episodes(
         return [Episode.model_validate(row) for row in await cur.fetchall()]
 
 
-async def mark_consolidated(conn: psycopg.AsyncConnection[Any], ids: list[int], job_id: int) -> int:
-    cur = await conn.execute(MARK, {"ids": ids, "job_id": job_id})
+async def mark_consolidated(
+    conn: psycopg.AsyncConnection[Any], summaries: dict[int, str], job_id: int
+) -> int:
+    """Mark these episodes (by id) consolidated by ``job_id``, each with its one-sentence
+    summary, in one UPDATE; how many were still pending."""
+    params = {"ids": list(summaries), "summaries": list(summaries.values()), "job_id": job_id}
+    cur = await conn.execute(MARK, params)
     return cur.rowcount
-
-
-async def set_summaries(conn: psycopg.AsyncConnection[Any], summaries: dict[int, str]) -> None:
-    """Store one-sentence summaries, by episode id."""
-    await conn.execute(
-        """UPDATE agent_memory.episodes e SET summary = s.summary
-           FROM unnest(%s::bigint[], %s::text[]) AS s(id, summary) WHERE e.id = s.id""",
-        (list(summaries), list(summaries.values())),
-    )
 
 
 async def count_marked_by(conn: psycopg.AsyncConnection[Any], ids: list[int], job_id: int) -> int:
