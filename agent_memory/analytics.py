@@ -26,25 +26,30 @@ from agent_memory.models import Scope, scope_label
 # One row per scope: its scope_key and its facts' ranks packed as big-endian float8
 # (float8send) in one bytea. Measured at 1M facts over 10k scopes (python -m
 # benchmarks.analytics, 2 cores, medians of 5): a row per fact costs psycopg a Python object
-# per value and polars a conversion (fetchall, the old loader: 1.5-1.65 s) or a Python call per
+# per value and polars a conversion (fetchall, the old loader: 1.4-1.65 s) or a Python call per
 # row (COPY ... CSV: libpq hands out one row per call, 2.0 s); ADBC (COPY BINARY decoded to
 # Arrow in C: 0.6-0.9 s) and connectorx (0.7-1.0 s) need a connection of their own from a DSN.
-# Packed per scope, the wire carries 8 bytes per fact plus a row per scope, the server
-# aggregates in parallel and numpy decodes every rank in one call: 0.62-0.64 s (2.4-2.6 x
-# fetchall), on the caller's connection, with parameters bound by the server. What is left is
-# the server's aggregate. The scope's parts are decoded from scope_key (see _scope_parts):
-# fetching them from a row of each scope cost an index lookup per scope, about 0.1 s.
+# Packed per scope, the wire carries 8 bytes per fact plus a row per scope and numpy decodes
+# every rank in one call, on the caller's connection, with parameters bound by the server.
+# What is left is the server's aggregate: over a scan of the whole table it hashes every fact
+# by scope (0.43 s of the load's 0.5 s). Current and superseded facts each have a partial
+# index on (scope_key, decay_rank) (migrations 3 and 7), so the two halves are read as
+# index-only scans already in scope order and aggregated as they stream: 0.20 s. A scope with
+# both kinds of fact comes back as two rows; _unpack does not mind. The scope's parts are
+# decoded from scope_key (see _scope_parts): fetching them from a row of each scope cost an
+# index lookup per scope, about 0.1 s.
 _PACKED = """
 SELECT scope_key, string_agg(float8send(decay_rank), ''::bytea)
-FROM agent_memory.memory_items
-{where}
-GROUP BY scope_key
+FROM agent_memory.memory_items WHERE {where}superseded_at IS NULL GROUP BY scope_key
+UNION ALL
+SELECT scope_key, string_agg(float8send(decay_rank), ''::bytea)
+FROM agent_memory.memory_items WHERE {where}superseded_at IS NOT NULL GROUP BY scope_key
 """
 # two texts rather than "(%(all_scopes)s OR ...)": each gets a plan of its own (the one scope's
 # through the scope index) even when psycopg prepares the statement
 LOAD_ALL = _PACKED.format(where="")
 AGGREGATE_WORK_MEM = "64MB"  # a constant: SET takes no placeholders
-LOAD_SCOPE = _PACKED.format(where=f"WHERE {SCOPE_MATCH}")
+LOAD_SCOPE = _PACKED.format(where=f"{SCOPE_MATCH} AND ")
 
 # agent_memory.scope_key(): quote_nullable of each part joined by commas. quote_nullable gives
 # NULL or a quoted literal with every ' doubled and, when the value holds a backslash, an E
@@ -106,8 +111,9 @@ async def load_frame(conn: psycopg.AsyncConnection[Any], scope: Scope | None) ->
     # binary results: the packed ranks arrive as they are, not as hex text (twice the bytes)
     cur = conn.cursor(binary=True)
     async with conn.transaction():
-        # the per-scope states of the aggregate (8 bytes a fact) spill to disk past the default
-        # work_mem at about a million facts; LOCAL: for this transaction only
+        # should the planner hash the facts by scope after all (a table whose visibility map is
+        # stale makes the index scans dearer), the per-scope states (8 bytes a fact) spill to
+        # disk past the default work_mem at about a million facts; LOCAL: this transaction only
         await cur.execute(f"SET LOCAL work_mem = '{AGGREGATE_WORK_MEM}'")
         if scope is None:
             await cur.execute(LOAD_ALL)

@@ -97,6 +97,12 @@ async def test_loader_returns_what_fetchall_returns(
                   'fact ' || g, sha256(('fact ' || g)::bytea), 0.5, now(), g * 1e-3 - 1.5
            FROM generate_series(1, 10000) g"""
     )
+    # superseded facts still decay and count: the loader reads them through an index of their
+    # own, so most scopes come back in two parts that must not lose or repeat a fact
+    superseded = db.execute(
+        "UPDATE agent_memory.memory_items SET superseded_at = now() WHERE id % 3 = 0"
+    ).rowcount
+    assert superseded > 10_000
     everything = await load(database_url, None)
     assert everything.schema == pl.Schema(analytics.FRAME_SCHEMA)
     assert everything.height > 40_000
