@@ -187,6 +187,9 @@ def decay(
 @app.command()
 def embed(
     limit: Annotated[int | None, typer.Option(min=1, help="facts to embed at most")] = None,
+    retry_rejected: Annotated[
+        bool, typer.Option(help="ask the model again for the facts it refused before")
+    ] = False,
 ) -> None:
     """Embed the facts the configured embedding model has not embedded yet (run it after
     changing AGENT_MEMORY_EMBEDDING_MODEL)."""
@@ -195,12 +198,13 @@ def embed(
         _settings()
         from flows.embeddings import EmbedParams, reembed_flow
 
-        summary = asyncio.run(reembed_flow(EmbedParams(limit=limit)))
+        summary = asyncio.run(reembed_flow(EmbedParams(limit=limit, retry_rejected=retry_rejected)))
     except AgentMemoryError as exc:
         raise _fail(exc) from None
     console.print(
-        f"{summary['embedded_now']} fact(s) embedded with {summary['model']}; "
-        f"{summary['embedded']} have its embedding, {summary['left']} still to do",
+        f"{summary['embedded_now']} fact(s) embedded with {summary['model']}, "
+        f"{summary['refused_now']} refused; {summary['embedded']} have its embedding, "
+        f"{summary['left']} still to do, {summary['refused']} refused (the log says why)",
         highlight=False,
     )
 

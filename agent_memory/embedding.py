@@ -13,9 +13,9 @@ import math
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
-from agent_memory.errors import EmbeddingError
+from agent_memory.errors import EmbeddingError, EmbeddingRejectedError
 from agent_memory.extraction.llm import _litellm
 from agent_memory.models import Scope
 from agent_memory.redact import known_secrets, redact
@@ -59,7 +59,12 @@ class Embedder:
     def _error(self, exc: Exception) -> EmbeddingError:
         secret = self.settings.api_key.get_secret_value() if self.settings.api_key else None
         message = redact(f"{type(exc).__name__}: {exc}", [secret, *known_secrets()])
-        return EmbeddingError(f"embedding call to {self.model} failed: {message[:500]}")
+        litellm = _litellm()
+        # 400 and 422 say the request itself is wrong: for an embedding, one of its texts (too
+        # long, against a content policy) or a setting (embed_each tells which with a probe)
+        refused = isinstance(exc, litellm.BadRequestError | litellm.UnprocessableEntityError)
+        error = EmbeddingRejectedError if refused else EmbeddingError
+        return error(f"embedding call to {self.model} failed: {message[:500]}")
 
     def _chunks(self, texts: Sequence[str]) -> list[Sequence[str]]:
         size = self.settings.batch_size
@@ -79,6 +84,37 @@ class Embedder:
             out.extend(self._vectors(response, len(chunk)))
         return out
 
+    async def embed_each(self, texts: Sequence[str]) -> list[list[float] | EmbeddingRejectedError]:
+        """One vector per text, or why the model refused that text.
+
+        A call the model refuses as bad input is split in halves until the texts it refuses
+        are found: one bad text costs its batch about 2·log2(batch_size) calls, and the others
+        are embedded. When it refused every text, a probe tells refused texts from a model
+        that refuses everything (a wrong setting, such as dimensions it does not offer): that
+        raises :class:`EmbeddingRejectedError`, and no text is marked refused.
+        """
+        out: list[list[float] | EmbeddingRejectedError] = []
+        for chunk in self._chunks(texts):
+            out.extend(await self._each(list(chunk)))
+        if out and all(isinstance(v, EmbeddingRejectedError) for v in out):
+            try:
+                await self.embed([_PROBE])
+            except EmbeddingRejectedError as exc:
+                raise EmbeddingRejectedError(
+                    f"embedding model {self.model} refuses every input, a probe text too; "
+                    f"check the AGENT_MEMORY_EMBEDDING_* settings ({exc})"
+                ) from None
+        return out
+
+    async def _each(self, texts: list[str]) -> list[list[float] | EmbeddingRejectedError]:
+        try:
+            return list(await self.embed(texts))
+        except EmbeddingRejectedError as exc:
+            if len(texts) == 1:
+                return [exc]
+        half = len(texts) // 2
+        return [*await self._each(texts[:half]), *await self._each(texts[half:])]
+
     def embed_sync(
         self, texts: Sequence[str], *, timeout: float | None = None
     ) -> list[list[float]]:
@@ -94,39 +130,70 @@ class Embedder:
         return out
 
 
+# a text every embedding model accepts, to tell a refused text from a model that refuses all
+_PROBE = "memory"
+
+
 def _unit(vector: list[float], model: str) -> list[float]:
     """The vector scaled to length 1 (cosine similarity then is a dot product)."""
     norm = math.sqrt(sum(x * x for x in vector))
     if not vector or not math.isfinite(norm) or norm == 0:
-        raise EmbeddingError(f"embedding model {model} returned an empty or zero vector")
+        # no use for this text (the call succeeded, so the model has nothing better for it)
+        raise EmbeddingRejectedError(f"embedding model {model} returned an empty or zero vector")
     return [x / norm for x in vector]
+
+
+class Embedded(NamedTuple):
+    """What an embedding run did: facts embedded, and facts the model refused."""
+
+    stored: int = 0
+    refused: int = 0
 
 
 async def embed_missing(
     pool: Any, embedder: Embedder, scope: Scope | None = None, *, limit: int | None = None
-) -> int:
+) -> Embedded:
     """Embed the current facts (of ``scope``, or all) that have no embedding from the
-    embedder's model, a batch at a time, each batch stored as it comes; how many were stored.
-    Safe to rerun: what is stored is not asked for again."""
+    embedder's model, a batch at a time, each batch stored as it comes. A fact the model
+    refuses is recorded as refused (and said in the log) and the run goes on. Safe to rerun:
+    what is stored or refused is not asked for again."""
     from agent_memory.db import embeddings as repo
 
-    done, after = 0, 0
-    while limit is None or done < limit:
+    stored = refused = after = 0
+    while limit is None or stored + refused < limit:
         size = embedder.settings.batch_size
         if limit is not None:
-            size = min(size, limit - done)
+            size = min(size, limit - stored - refused)
         async with pool.connection() as conn:
             todo = await repo.missing(conn, embedder.model, scope, size, after)
         if not todo:
             break
-        vectors = await embedder.embed([content for _, content in todo])
-        async with pool.connection() as conn:
-            await repo.store(conn, embedder.model, [i for i, _ in todo], vectors)
-        done += len(todo)
+        results = await embedder.embed_each([content for _, content in todo])
+        good: list[tuple[int, list[float]]] = []
+        bad: list[tuple[int, str]] = []
+        for (fact_id, _), result in zip(todo, results, strict=True):
+            if isinstance(result, list):
+                good.append((fact_id, result))
+            else:
+                bad.append((fact_id, str(result)))
+        async with pool.connection() as conn, conn.transaction():
+            if good:
+                await repo.store(conn, embedder.model, [i for i, _ in good], [v for _, v in good])
+            if bad:
+                await repo.reject(conn, embedder.model, [i for i, _ in bad], [r for _, r in bad])
+        for fact_id, reason in bad:
+            log.warning(
+                "fact %d is left without an embedding: %s; it is not asked for again until the "
+                "model changes or `agent-memory embed --retry-rejected`",
+                fact_id,
+                reason,
+            )
+        stored += len(good)
+        refused += len(bad)
         after = todo[-1][0]
         if len(todo) < size:
             break
-    return done
+    return Embedded(stored, refused)
 
 
 def vectors_ready(database: Any) -> str | None:

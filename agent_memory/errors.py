@@ -48,6 +48,11 @@ class EmbeddingError(AgentMemoryError, RuntimeError):
     """An embedding call failed, or pgvector is not available for embeddings."""
 
 
+class EmbeddingRejectedError(EmbeddingError):
+    """The embedding model refused the input itself (HTTP 400/422: too long, against its
+    content policy, ...) or gave no usable vector for it: asking again will not help."""
+
+
 class MigrationError(AgentMemoryError, RuntimeError):
     """The database schema could not be brought up to date."""
 

@@ -144,11 +144,14 @@ async def _embed(
     without embeddings (the next run, or ``agent-memory embed``, catches up), not the scope
     failed."""
     try:
-        await embed_facts(pool, scope, embedder, scope.label)
+        done = await embed_facts(pool, scope, embedder, scope.label)
     except Exception as exc:
         note = redact(f"facts not embedded yet: {exc}", secrets)
         logging.getLogger(__name__).warning("%s: %s", scope.label, note)
         result.repairs.append(note)
+        return
+    if done.refused:  # each one is in the log, with the model's reason
+        result.repairs.append(f"{done.refused} fact(s) refused by embedding model {embedder.model}")
 
 
 def _embedder(settings: Settings) -> Embedder | None:

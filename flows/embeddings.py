@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from prefect import flow
+from prefect import flow, get_run_logger
 from prefect.artifacts import acreate_markdown_artifact
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -32,6 +32,11 @@ class EmbedParams(BaseModel):
     limit: int | None = Field(
         default=None, ge=1, description="facts to embed in this run, at most (None: all)"
     )
+    retry_rejected: bool = Field(
+        default=False,
+        description="ask the model again for the facts it refused before (after raising a "
+        "limit of the model, say)",
+    )
 
 
 @flow(name="memory-reembed", flow_run_name="re-embed facts", persist_result=False)
@@ -49,15 +54,27 @@ async def reembed_flow(
         raise EmbeddingError(f"this database cannot store embeddings: {reason}")
     embedder = Embedder(settings.embedding)
     async with open_pool(settings, max_size=2) as pool:
-        stored = await embed_facts(pool, None, embedder, "all scopes", params.limit)
+        if params.retry_rejected:
+            async with pool.connection() as conn:
+                retried = await embedding_repo.forget_rejections(conn, embedder.model)
+            get_run_logger().info("asking %s again for %d refused fact(s)", embedder.model, retried)
+        done = await embed_facts(pool, None, embedder, "all scopes", params.limit)
         async with pool.connection() as conn:
-            embedded, left = await embedding_repo.counts(conn, embedder.model)
-    summary = {"model": embedder.model, "embedded_now": stored, "embedded": embedded, "left": left}
+            embedded, left, refused = await embedding_repo.counts(conn, embedder.model)
+    summary = {
+        "model": embedder.model,
+        "embedded_now": done.stored,
+        "refused_now": done.refused,
+        "embedded": embedded,
+        "left": left,
+        "refused": refused,
+    }
     await acreate_markdown_artifact(
         key=SUMMARY_KEY,
         markdown=(
-            f"**{stored}** fact(s) embedded with `{embedder.model}`; "
-            f"{embedded} current fact(s) have its embedding, {left} still to do."
+            f"**{done.stored}** fact(s) embedded with `{embedder.model}`, {done.refused} "
+            f"refused by it; {embedded} current fact(s) have its embedding, {left} still to do, "
+            f"{refused} refused (see the run's log for why)."
         ),
         description="Re-embedding run",
     )

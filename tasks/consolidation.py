@@ -7,7 +7,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from agent_memory import consolidation as steps
 from agent_memory.consolidation import ScopeBatch, ScopeResult
-from agent_memory.embedding import Embedder, embed_missing
+from agent_memory.embedding import Embedded, Embedder, embed_missing
 from agent_memory.extraction.base import Extraction, Extractor
 from agent_memory.models import Scope, Window
 from tasks.policy import DB_RETRIES, EMBED_RETRIES, LLM_RETRIES, STEP
@@ -100,10 +100,12 @@ async def embed_facts(
     embedder: Embedder,
     scope_label: str,
     limit: int | None = None,
-) -> int:
-    stored = await embed_missing(pool, embedder, scope, limit=limit)
-    get_run_logger().info("%d fact(s) embedded with %s", stored, embedder.model)
-    return stored
+) -> Embedded:
+    done = await embed_missing(pool, embedder, scope, limit=limit)
+    get_run_logger().info(
+        "%d fact(s) embedded with %s, %d refused by it", done.stored, embedder.model, done.refused
+    )
+    return done
 
 
 @task(name="record-failure", task_run_name="fail [{scope_label}]", **STEP, **DB_RETRIES)

@@ -8,7 +8,7 @@ import psycopg
 from prefect.cache_policies import NO_CACHE
 from prefect.tasks import exponential_backoff
 
-from agent_memory.errors import EmbeddingError, TransientExtractionError
+from agent_memory.errors import EmbeddingError, EmbeddingRejectedError, TransientExtractionError
 from agent_memory.settings import RetrySettings
 
 _retry = RetrySettings()
@@ -28,8 +28,10 @@ async def retry_llm(task: Any, task_run: Any, state: Any) -> bool:
 
 
 async def retry_embedding(task: Any, task_run: Any, state: Any) -> bool:
-    """Retry a failed embedding call (the facts are written; only their vectors wait)."""
-    return await _transient((EmbeddingError,), state)
+    """Retry a failed embedding call (the facts are written; only their vectors wait); not a
+    model that refuses every input, which a setting has to fix."""
+    error = await state.aresult(raise_on_failure=False)
+    return isinstance(error, EmbeddingError) and not isinstance(error, EmbeddingRejectedError)
 
 
 async def retry_db(task: Any, task_run: Any, state: Any) -> bool:

@@ -110,6 +110,10 @@ class FakeLLM:
         self.embedding_requests: list[dict[str, Any]] = []
         self.embedding_status = 200
         self.embedding_delay_s = 0.0
+        # a call with a text longer than this is refused (400), as a model's context limit does
+        self.embedding_max_chars: int | None = None
+        # texts containing this get an all-zero vector (a model with nothing to say about them)
+        self.embedding_zero_for: str | None = None
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
 
@@ -125,6 +129,8 @@ class FakeLLM:
             self.embedding_requests.clear()
         self.embedding_status = 200
         self.embedding_delay_s = 0.0
+        self.embedding_max_chars = None
+        self.embedding_zero_for = None
         self.handler = handler or (lambda _req: Reply(DEFAULT_FACTS))
         self.after_reply = None
 
@@ -195,12 +201,32 @@ class FakeLLM:
                     time.sleep(fake.embedding_delay_s)
                 texts = request.get("input") or []
                 texts = [texts] if isinstance(texts, str) else texts
-                if fake.embedding_status == 200:
+                status = fake.embedding_status
+                longest = max(map(len, texts), default=0)
+                if (
+                    status == 200
+                    and fake.embedding_max_chars
+                    and longest > fake.embedding_max_chars
+                ):
+                    status = 400  # OpenAI's answer to an input over the model's context
+                    message = (
+                        f"This model's maximum context length is {fake.embedding_max_chars} "
+                        f"tokens, however you requested {longest} tokens. Please reduce your "
+                        "prompt."
+                    )
+                    data = {"error": {"message": message, "type": "invalid_request_error"}}
+                elif status == 200:
                     data = embeddings_json(texts, request.get("model", ""))
+                    for item, text in zip(data["data"], texts, strict=True):
+                        if fake.embedding_zero_for and fake.embedding_zero_for in text:
+                            item["embedding"] = [0.0] * EMBEDDING_DIMENSIONS
+                elif status == 400:
+                    message = "dimensions: this model does not support 77 dimensions"
+                    data = {"error": {"message": message, "type": "invalid_request_error"}}
                 else:
                     data = {"error": {"message": "embedding model overloaded", "type": "fake"}}
                 body = json.dumps(data).encode()
-                self.send_response(fake.embedding_status)
+                self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -143,6 +144,139 @@ async def test_a_failing_embedding_model_leaves_consolidation_and_inject_working
     from flows.embeddings import EmbedParams, reembed_flow
 
     assert (await reembed_flow(EmbedParams()))["embedded_now"] == len(DATA["facts"])
+
+
+def refusals(db: psycopg.Connection[Any]) -> dict[str, str]:
+    """content -> reason of every fact an embedding model refused."""
+    rows = db.execute(
+        """SELECT m.content, r.reason FROM agent_memory.fact_embedding_rejections r
+           JOIN agent_memory.memory_items m ON m.id = r.fact_id"""
+    ).fetchall()
+    return dict(rows)
+
+
+@pytest.mark.usefixtures("prefect_harness")
+async def test_facts_the_model_refuses_are_set_aside_and_the_others_embedded(
+    embedded: Settings, fake_llm: FakeLLM, db: psycopg.Connection[Any], caplog: Any
+) -> None:
+    from agent_memory.settings import use_settings
+    from flows.embeddings import EmbedParams, reembed_flow
+
+    by_length = sorted((f["content"] for f in DATA["facts"]), key=len)
+    too_long = set(by_length[-2:])  # over the model's limit, so their batch is a 400
+    fake_llm.embedding_max_chars = len(by_length[-3])
+    fake_llm.embedding_zero_for = "violin"  # no usable vector for this one
+    manager = await MemoryManager.create(settings=embedded, migrate=False)
+    use_settings(embedded)
+    try:
+        await manager.record(DANA, [HumanMessage("Let me tell you about myself.")])
+        with caplog.at_level(logging.WARNING, logger="agent_memory.embedding"):
+            summary = await manager.consolidate(DANA)
+        assert summary["completed"] == 1 and summary["facts_created"] == len(DATA["facts"])
+        refused = refusals(db)
+        assert set(refused) == too_long | {"User's daughter plays the violin."}
+        assert all("maximum context length" in refused[c] for c in too_long)
+        assert "empty or zero vector" in refused["User's daughter plays the violin."]
+        embedded_count = db.execute("SELECT count(*) FROM agent_memory.fact_embeddings")
+        assert embedded_count.fetchone() == (len(DATA["facts"]) - 3,)
+        assert caplog.text.count("is left without an embedding") == 3
+        # halving the batch finds each refused text in at most 2·log2(batch) calls
+        calls = len(fake_llm.embedding_requests)
+        assert 1 < calls <= 1 + 2 * 3 * math.ceil(math.log2(len(DATA["facts"])))
+
+        # inject still ranks by meaning; a refused fact is just not related by meaning
+        frame = await manager.inject(DANA, query="When is the ETL job scheduled?")
+        assert frame.ranking == "embedding" and len(frame.injected_facts) == 5
+
+        # not asked for again: the runs go on past them
+        again = await reembed_flow(EmbedParams())
+        assert (again["embedded_now"], again["refused_now"], again["left"]) == (0, 0, 0)
+        assert again["refused"] == 3
+        calls = len(fake_llm.embedding_requests)
+        fake_llm.embedding_max_chars = fake_llm.embedding_zero_for = None  # the limit is raised
+        assert (await reembed_flow(EmbedParams()))["embedded_now"] == 0
+        assert len(fake_llm.embedding_requests) == calls
+        retried = await reembed_flow(EmbedParams(retry_rejected=True))
+        assert (retried["embedded_now"], retried["refused"], retried["left"]) == (3, 0, 0)
+        assert refusals(db) == {}
+        frame = await manager.inject(DANA, query="Any tips for my daughter's violin practice?")
+        assert frame.injected_facts[0] == "User's daughter plays the violin."
+    finally:
+        await manager.close()
+
+
+@pytest.mark.usefixtures("prefect_harness")
+async def test_a_model_that_refuses_everything_is_a_setting_to_fix_not_refused_facts(
+    settings: Settings, fake_llm: FakeLLM, db: psycopg.Connection[Any]
+) -> None:
+    from agent_memory.settings import use_settings
+    from flows.embeddings import EmbedParams, reembed_flow
+
+    load_facts(db, DANA, DATA["facts"])
+    use_settings(with_embeddings(settings, fake_llm))
+    fake_llm.embedding_status = 400  # e.g. dimensions the model does not offer
+    try:
+        with pytest.raises(EmbeddingError, match="refuses every input, a probe text too"):
+            await reembed_flow(EmbedParams())
+        # one batch, halved down to single texts, then the probe; and no retries of the task
+        requests = fake_llm.embedding_requests
+        assert requests[-1]["input"] == ["memory"]
+        assert len(requests) == 2 * len(DATA["facts"])
+        assert refusals(db) == {}
+        assert db.execute("SELECT count(*) FROM agent_memory.fact_embeddings").fetchone() == (0,)
+        fake_llm.embedding_status = 200  # the setting is fixed
+        assert (await reembed_flow(EmbedParams()))["embedded_now"] == len(DATA["facts"])
+    finally:
+        use_settings(settings)
+
+
+def test_a_database_set_up_before_refusals_were_recorded_gets_their_table(
+    settings: Settings, db: psycopg.Connection[Any]
+) -> None:
+    from agent_memory.db.connection import resolve
+
+    database = resolve(settings.db)
+    assert vectors_ready(database) is None
+    load_facts(db, DANA, DATA["facts"][:1])
+    db.execute(
+        """INSERT INTO agent_memory.fact_embeddings (fact_id, model, embedding)
+           SELECT id, 'openai/embed-a', '[1,0]' FROM agent_memory.memory_items"""
+    )
+    db.execute("DROP TABLE agent_memory.fact_embedding_rejections")  # as an older version left it
+    assert vectors_ready(database) is None
+    assert refusals(db) == {}  # there again, and the embeddings made before are kept
+    assert db.execute("SELECT count(*) FROM agent_memory.fact_embeddings").fetchone() == (1,)
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_embed_command_counts_refused_facts_and_retries_them(
+    database_url: str, fake_llm: FakeLLM, db: psycopg.Connection[Any], monkeypatch: Any
+) -> None:
+    from typer.testing import CliRunner
+
+    from agent_memory import cli
+    from agent_memory.cli import app
+
+    monkeypatch.setattr(cli.console, "width", 250)  # one line, not wrapped at 80 columns
+    for name, value in {
+        "DATABASE_URL": database_url,
+        "AGENT_MEMORY_EMBEDDING_MODEL": "openai/embed-a",
+        "AGENT_MEMORY_EMBEDDING_API_BASE": fake_llm.api_base,
+        "AGENT_MEMORY_EMBEDDING_API_KEY": "sk-embed-SECRET",
+    }.items():
+        monkeypatch.setenv(name, str(value))
+    load_facts(db, DANA, DATA["facts"])
+    fake_llm.embedding_max_chars = 62  # two facts are longer
+    runner = CliRunner()
+    first = runner.invoke(app, ["embed"])
+    assert first.exit_code == 0, first.output
+    assert "23 fact(s) embedded with openai/embed-a, 2 refused;" in first.output
+    assert "0 still to do, 2 refused" in first.output
+    fake_llm.embedding_max_chars = None
+    retried = runner.invoke(app, ["embed", "--retry-rejected"])
+    assert retried.exit_code == 0, retried.output
+    assert "2 fact(s) embedded with openai/embed-a, 0 refused;" in retried.output
+    assert "25 have its embedding, 0 still to do, 0 refused" in retried.output
 
 
 @pytest.fixture

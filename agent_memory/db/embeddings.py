@@ -5,6 +5,14 @@ extension: a server without pgvector (or a role that may not create it) keeps wo
 full-text relevance. Vectors of any length are stored; inject compares a scope's facts to the
 question exactly (the scope's rows come through the scope index), which needs no per-model
 index and finds every match.
+
+A fact whose text the model refuses (too long, against its content policy, no usable vector) is
+recorded in fact_embedding_rejections for that model, so embedding runs go on past it rather
+than asking again forever and holding back every fact after it. The fact keeps working without
+an embedding (unrelated by meaning; full-text relevance still finds it); a change of model
+tries it again, and so does ``agent-memory embed --retry-rejected``. Both tables are created
+together, and only where embeddings are used: their cascades cost the decay purge a trigger
+per purged fact.
 """
 
 from __future__ import annotations
@@ -29,17 +37,31 @@ CREATE TABLE IF NOT EXISTS agent_memory.fact_embeddings (
     created_at timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX IF NOT EXISTS fact_embeddings_model_idx ON agent_memory.fact_embeddings (model);
+CREATE TABLE IF NOT EXISTS agent_memory.fact_embedding_rejections (
+    fact_id     bigint PRIMARY KEY
+                REFERENCES agent_memory.memory_items (id) ON DELETE CASCADE,
+    model       text NOT NULL,
+    reason      text NOT NULL,
+    rejected_at timestamptz NOT NULL DEFAULT now()
+);
 """
 
-EXISTS = "SELECT to_regclass('agent_memory.fact_embeddings') IS NOT NULL"
+# both tables: a database set up before rejections were recorded has only the first
+EXISTS = """
+SELECT to_regclass('agent_memory.fact_embeddings') IS NOT NULL
+   AND to_regclass('agent_memory.fact_embedding_rejections') IS NOT NULL
+"""
 
 # current facts with no embedding from this model (new facts, or all after a change of model)
+# that it has not refused
 MISSING = f"""
 SELECT m.id, m.content
 FROM agent_memory.memory_items m
 LEFT JOIN agent_memory.fact_embeddings e ON e.fact_id = m.id AND e.model = %(model)s
 WHERE e.fact_id IS NULL AND m.superseded_at IS NULL AND m.id > %(after)s
   AND (%(all_scopes)s OR {SCOPE_MATCH})
+  AND NOT EXISTS (SELECT 1 FROM agent_memory.fact_embedding_rejections r
+                  WHERE r.fact_id = m.id AND r.model = %(model)s)
 ORDER BY m.id
 LIMIT %(limit)s
 """
@@ -53,11 +75,27 @@ ON CONFLICT (fact_id) DO UPDATE
 SET model = EXCLUDED.model, embedding = EXCLUDED.embedding, created_at = now()
 """
 
+# one refusal per fact: a fact is refused by the model it was last tried with
+REJECT = """
+INSERT INTO agent_memory.fact_embedding_rejections (fact_id, model, reason)
+SELECT f, %(model)s, r
+FROM unnest(%(ids)s::bigint[], %(reasons)s::text[]) AS t(f, r)
+WHERE EXISTS (SELECT 1 FROM agent_memory.memory_items m WHERE m.id = f)
+ON CONFLICT (fact_id) DO UPDATE
+SET model = EXCLUDED.model, reason = EXCLUDED.reason, rejected_at = now()
+"""
+
+FORGET_REJECTIONS = "DELETE FROM agent_memory.fact_embedding_rejections WHERE model = %(model)s"
+
 COUNTS = """
 SELECT count(*) FILTER (WHERE e.model = %(model)s),
-       count(*) FILTER (WHERE e.fact_id IS NULL OR e.model <> %(model)s)
+       count(*) FILTER (WHERE (e.fact_id IS NULL OR e.model <> %(model)s)
+                        AND r.fact_id IS NULL),
+       count(r.fact_id)
 FROM agent_memory.memory_items m
 LEFT JOIN agent_memory.fact_embeddings e ON e.fact_id = m.id
+LEFT JOIN agent_memory.fact_embedding_rejections r
+       ON r.fact_id = m.id AND r.model = %(model)s
 WHERE m.superseded_at IS NULL
 """
 
@@ -129,8 +167,22 @@ async def store(
     return cur.rowcount
 
 
-async def counts(conn: psycopg.AsyncConnection[Any], model: str) -> tuple[int, int]:
-    """(current facts embedded by ``model``, current facts still to embed)."""
+async def reject(
+    conn: psycopg.AsyncConnection[Any], model: str, ids: list[int], reasons: list[str]
+) -> int:
+    """Record that ``model`` refused these facts (a fact purged meanwhile is skipped)."""
+    cur = await conn.execute(REJECT, {"model": model, "ids": ids, "reasons": reasons})
+    return cur.rowcount
+
+
+async def forget_rejections(conn: psycopg.AsyncConnection[Any], model: str) -> int:
+    """Forget what ``model`` refused, so the next run asks it again; how many."""
+    cur = await conn.execute(FORGET_REJECTIONS, {"model": model})
+    return cur.rowcount
+
+
+async def counts(conn: psycopg.AsyncConnection[Any], model: str) -> tuple[int, int, int]:
+    """(current facts embedded by ``model``, still to embed, refused by ``model``)."""
     cur = await conn.execute(COUNTS, {"model": model})
     row = await cur.fetchone()
-    return (int(row[0]), int(row[1])) if row else (0, 0)
+    return (int(row[0]), int(row[1]), int(row[2])) if row else (0, 0, 0)
