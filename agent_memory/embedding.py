@@ -209,7 +209,8 @@ class QueryEmbedder:
 
     Never raises: a server without pgvector (checked once; said once in the log), a failed or
     slow embedding call (then no call for ``cooldown_s``, so a dead service costs one deadline,
-    not one per turn) all give None, and inject ranks by full-text relevance instead.
+    not one per turn), a question the model refuses (just that one) all give None, and inject
+    ranks by full-text relevance instead.
     """
 
     def __init__(self, settings: EmbeddingSettings, database: Any) -> None:
@@ -254,6 +255,10 @@ class QueryEmbedder:
         return self.ready()
 
     def _failed(self, exc: BaseException) -> None:
+        if isinstance(exc, EmbeddingRejectedError):
+            # the service is up and refused this question (too long, say): the next one may do
+            log.warning("embedding the question was refused (%s); full-text relevance for it", exc)
+            return
         self._down_until = time.monotonic() + self.settings.query_cooldown_s
         reason = "timed out" if isinstance(exc, TimeoutError) else str(exc)
         log.warning(

@@ -362,6 +362,28 @@ async def test_a_hanging_embedding_service_costs_one_deadline_then_is_left_alone
         await manager.close()
 
 
+async def test_a_question_the_model_refuses_is_ranked_by_full_text_and_the_next_is_not(
+    settings: Settings, fake_llm: FakeLLM, db: psycopg.Connection[Any], caplog: Any
+) -> None:
+    load_facts(db, DANA, DATA["facts"])
+    fake_llm.embedding_max_chars = 100
+    long_question = "Any tips for my daughter's violin practice? " * 5
+    manager = await MemoryManager.create(settings=with_embeddings(settings, fake_llm))
+    try:
+        with caplog.at_level(logging.WARNING, logger="agent_memory.embedding"):
+            frame = await manager.inject(DANA, query=long_question)
+        assert frame.ranking == "text"
+        assert frame.injected_facts[0] == "User's daughter plays the violin."
+        assert "embedding the question was refused" in caplog.text
+        assert "maximum context length" in caplog.text
+        # the service is up: no cool-down, the next question is embedded (async and sync)
+        assert (await manager.inject(DANA, query="violin")).ranking == "embedding"
+        assert manager.inject_sync(DANA, query=long_question).ranking == "text"
+        assert manager.inject_sync(DANA, query="violin").ranking == "embedding"
+    finally:
+        await manager.close()
+
+
 @pytest.mark.usefixtures("prefect_harness")
 async def test_stored_vectors_of_other_dimensions_count_as_unrelated_not_as_an_error(
     embedded: Settings, fake_llm: FakeLLM, db: psycopg.Connection[Any]
