@@ -104,7 +104,7 @@ class DecayReport:
 
 async def load_frame(conn: psycopg.AsyncConnection[Any], scope: Scope | None) -> pl.DataFrame:
     """The facts of ``scope`` (all scopes when None) as (user_id, agent_id, workflow_id,
-    decay_rank), one row per fact, grouped by scope in no particular order.
+    decay_rank), one row per fact, in no particular order.
 
     >>> frame = await load_frame(conn, Scope(user_id="alice"))
     """

@@ -230,22 +230,22 @@ async def test_a_model_that_refuses_everything_is_a_setting_to_fix_not_refused_f
         use_settings(settings)
 
 
-def test_a_database_set_up_before_refusals_were_recorded_gets_their_table(
-    settings: Settings, db: psycopg.Connection[Any]
+async def test_the_refusals_of_purged_facts_are_pruned(
+    database_url: str, db: psycopg.Connection[Any]
 ) -> None:
-    from agent_memory.db.connection import resolve
+    from agent_memory.db import embeddings as repo
 
-    database = resolve(settings.db)
-    assert vectors_ready(database) is None
-    load_facts(db, DANA, DATA["facts"][:1])
-    db.execute(
-        """INSERT INTO agent_memory.fact_embeddings (fact_id, model, embedding)
-           SELECT id, 'openai/embed-a', '[1,0]' FROM agent_memory.memory_items"""
-    )
-    db.execute("DROP TABLE agent_memory.fact_embedding_rejections")  # as an older version left it
-    assert vectors_ready(database) is None
-    assert refusals(db) == {}  # there again, and the embeddings made before are kept
-    assert db.execute("SELECT count(*) FROM agent_memory.fact_embeddings").fetchone() == (1,)
+    load_facts(db, DANA, DATA["facts"][:3])
+    ids = [r[0] for r in db.execute("SELECT id FROM agent_memory.memory_items ORDER BY id")]
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        assert await repo.reject(conn, "openai/embed-a", ids[:2], ["too long"] * 2) == 2
+        db.execute("DELETE FROM agent_memory.memory_items WHERE id = %s", (ids[0],))  # purged
+        # the purged fact's refusal goes at the next recording; a purged fact is not recorded
+        assert await repo.reject(conn, "openai/embed-a", [ids[0], ids[2]], ["x", "policy"]) == 1
+    rows = db.execute(
+        "SELECT fact_id, reason FROM agent_memory.fact_embedding_rejections ORDER BY 1"
+    ).fetchall()
+    assert rows == [(ids[1], "too long"), (ids[2], "policy")]
 
 
 @pytest.mark.usefixtures("prefect_harness")

@@ -7,12 +7,10 @@ question exactly (the scope's rows come through the scope index), which needs no
 index and finds every match.
 
 A fact whose text the model refuses (too long, against its content policy, no usable vector) is
-recorded in fact_embedding_rejections for that model, so embedding runs go on past it rather
-than asking again forever and holding back every fact after it. The fact keeps working without
-an embedding (unrelated by meaning; full-text relevance still finds it); a change of model
-tries it again, and so does ``agent-memory embed --retry-rejected``. Both tables are created
-together, and only where embeddings are used: their cascades cost the decay purge a trigger
-per purged fact.
+recorded in fact_embedding_rejections (migration 8) for that model, so embedding runs go on past
+it rather than asking again forever and holding back every fact after it. The fact keeps
+working without an embedding (unrelated by meaning; full-text relevance still finds it); a
+change of model tries it again, and so does ``agent-memory embed --retry-rejected``.
 """
 
 from __future__ import annotations
@@ -37,20 +35,9 @@ CREATE TABLE IF NOT EXISTS agent_memory.fact_embeddings (
     created_at timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX IF NOT EXISTS fact_embeddings_model_idx ON agent_memory.fact_embeddings (model);
-CREATE TABLE IF NOT EXISTS agent_memory.fact_embedding_rejections (
-    fact_id     bigint PRIMARY KEY
-                REFERENCES agent_memory.memory_items (id) ON DELETE CASCADE,
-    model       text NOT NULL,
-    reason      text NOT NULL,
-    rejected_at timestamptz NOT NULL DEFAULT now()
-);
 """
 
-# both tables: a database set up before rejections were recorded has only the first
-EXISTS = """
-SELECT to_regclass('agent_memory.fact_embeddings') IS NOT NULL
-   AND to_regclass('agent_memory.fact_embedding_rejections') IS NOT NULL
-"""
+EXISTS = "SELECT to_regclass('agent_memory.fact_embeddings') IS NOT NULL"
 
 # current facts with no embedding from this model (new facts, or all after a change of model)
 # that it has not refused
@@ -83,6 +70,12 @@ FROM unnest(%(ids)s::bigint[], %(reasons)s::text[]) AS t(f, r)
 WHERE EXISTS (SELECT 1 FROM agent_memory.memory_items m WHERE m.id = f)
 ON CONFLICT (fact_id) DO UPDATE
 SET model = EXCLUDED.model, reason = EXCLUDED.reason, rejected_at = now()
+"""
+
+# the refusals of facts purged since (no foreign key cascades them: see migration 8)
+PRUNE_REJECTIONS = """
+DELETE FROM agent_memory.fact_embedding_rejections r
+WHERE NOT EXISTS (SELECT 1 FROM agent_memory.memory_items m WHERE m.id = r.fact_id)
 """
 
 FORGET_REJECTIONS = "DELETE FROM agent_memory.fact_embedding_rejections WHERE model = %(model)s"
@@ -170,7 +163,9 @@ async def store(
 async def reject(
     conn: psycopg.AsyncConnection[Any], model: str, ids: list[int], reasons: list[str]
 ) -> int:
-    """Record that ``model`` refused these facts (a fact purged meanwhile is skipped)."""
+    """Record that ``model`` refused these facts (a fact purged meanwhile is skipped), and
+    drop the refusals of facts purged since the last time."""
+    await conn.execute(PRUNE_REJECTIONS)
     cur = await conn.execute(REJECT, {"model": model, "ids": ids, "reasons": reasons})
     return cur.rowcount
 
