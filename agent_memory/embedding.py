@@ -87,33 +87,39 @@ class Embedder:
     async def embed_each(self, texts: Sequence[str]) -> list[list[float] | EmbeddingRejectedError]:
         """One vector per text, or why the model refused that text.
 
-        A call the model refuses as bad input is split in halves until the texts it refuses
-        are found: one bad text costs its batch about 2·log2(batch_size) calls, and the others
-        are embedded. When it refused every text, a probe tells refused texts from a model
-        that refuses everything (a wrong setting, such as dimensions it does not offer): that
-        raises :class:`EmbeddingRejectedError`, and no text is marked refused.
+        When the model refuses a call as bad input, a probe text tells refused texts from a
+        model that refuses everything (a wrong setting, such as dimensions it does not offer):
+        the latter raises :class:`EmbeddingRejectedError` at once, marking no text refused.
+        Otherwise the call is split in halves until the texts it refuses are found: each costs
+        about 2·log2(batch_size) calls, and the others are embedded.
         """
         out: list[list[float] | EmbeddingRejectedError] = []
         for chunk in self._chunks(texts):
-            out.extend(await self._each(list(chunk)))
-        if out and all(isinstance(v, EmbeddingRejectedError) for v in out):
-            try:
-                await self.embed([_PROBE])
-            except EmbeddingRejectedError as exc:
-                raise EmbeddingRejectedError(
-                    f"embedding model {self.model} refuses every input, a probe text too; "
-                    f"check the AGENT_MEMORY_EMBEDDING_* settings ({exc})"
-                ) from None
+            out.extend(await self._each(list(chunk), probe=True))
         return out
 
-    async def _each(self, texts: list[str]) -> list[list[float] | EmbeddingRejectedError]:
+    async def _each(
+        self, texts: list[str], *, probe: bool = False
+    ) -> list[list[float] | EmbeddingRejectedError]:
         try:
             return list(await self.embed(texts))
         except EmbeddingRejectedError as exc:
+            if probe:
+                await self._probe()
             if len(texts) == 1:
                 return [exc]
         half = len(texts) // 2
         return [*await self._each(texts[:half]), *await self._each(texts[half:])]
+
+    async def _probe(self) -> None:
+        """Raise when the model refuses a text any model accepts: a setting is wrong."""
+        try:
+            await self.embed([_PROBE])
+        except EmbeddingRejectedError as exc:
+            raise EmbeddingRejectedError(
+                f"embedding model {self.model} refuses every input, a probe text too; "
+                f"check the AGENT_MEMORY_EMBEDDING_* settings ({exc})"
+            ) from None
 
     def embed_sync(
         self, texts: Sequence[str], *, timeout: float | None = None
