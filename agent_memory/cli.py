@@ -204,9 +204,15 @@ def embed(
     console.print(
         f"{summary['embedded_now']} fact(s) embedded with {summary['model']}, "
         f"{summary['refused_now']} refused; {summary['embedded']} have its embedding, "
-        f"{summary['left']} still to do, {summary['refused']} refused (the log says why)",
+        f"{summary['left']} still to do, {summary['refused']} refused",
         highlight=False,
     )
+    for refusal in summary["refusals"]:
+        console.print(
+            f"refused fact {refusal['fact_id']}: {refusal['reason']}",
+            highlight=False,
+            soft_wrap=True,  # one line per fact, however long the model's reason
+        )
 
 
 async def _stats(

@@ -15,8 +15,8 @@ import time
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from agent_memory.errors import EmbeddingError, EmbeddingRejectedError
-from agent_memory.extraction.llm import _litellm
+from agent_memory.errors import EmbeddingError, EmbeddingRejectedError, TransientEmbeddingError
+from agent_memory.extraction.llm import _litellm, _transient_types
 from agent_memory.models import Scope
 from agent_memory.redact import known_secrets, redact
 from agent_memory.settings import EmbeddingSettings
@@ -47,7 +47,8 @@ class Embedder:
             kwargs["dimensions"] = s.dimensions
         return kwargs
 
-    def _vectors(self, response: Any, count: int) -> list[list[float]]:
+    def _vectors(self, response: Any, count: int) -> list[list[float] | EmbeddingRejectedError]:
+        """A unit vector per text, or the refusal of a text the model gave no usable one."""
         data = sorted(response.data, key=lambda d: d["index"] if isinstance(d, dict) else d.index)
         vectors = [list(d["embedding"] if isinstance(d, dict) else d.embedding) for d in data]
         if len(vectors) != count:
@@ -59,29 +60,39 @@ class Embedder:
     def _error(self, exc: Exception) -> EmbeddingError:
         secret = self.settings.api_key.get_secret_value() if self.settings.api_key else None
         message = redact(f"{type(exc).__name__}: {exc}", [secret, *known_secrets()])
+        text = f"embedding call to {self.model} failed: {message[:500]}"
         litellm = _litellm()
+        if isinstance(exc, _transient_types(litellm)):
+            return TransientEmbeddingError(text)
         # 400 and 422 say the request itself is wrong: for an embedding, one of its texts (too
-        # long, against a content policy) or a setting (embed_each tells which with a probe)
-        refused = isinstance(exc, litellm.BadRequestError | litellm.UnprocessableEntityError)
-        error = EmbeddingRejectedError if refused else EmbeddingError
-        return error(f"embedding call to {self.model} failed: {message[:500]}")
+        # long, against a content policy) or a setting (embed_each tells which with a probe);
+        # but not these, which are about the account or the configuration whatever the text
+        setting = tuple(getattr(litellm, n) for n in _SETTING_ERRORS if hasattr(litellm, n))
+        if isinstance(exc, _refusal_types()) and not isinstance(exc, setting):
+            return EmbeddingRejectedError(text)
+        return EmbeddingError(text)
 
     def _chunks(self, texts: Sequence[str]) -> list[Sequence[str]]:
         size = self.settings.batch_size
         return [texts[start : start + size] for start in range(0, len(texts), size)]
 
+    async def _call(
+        self, texts: Sequence[str], timeout: float | None = None
+    ) -> list[list[float] | EmbeddingRejectedError]:
+        """One embedding call: a vector per text, or the refusal of an all-zero one."""
+        try:
+            response = await _litellm().aembedding(**self._kwargs(texts, timeout))
+        except Exception as exc:
+            raise self._error(exc) from None
+        return self._vectors(response, len(texts))
+
     async def embed(
         self, texts: Sequence[str], *, timeout: float | None = None
     ) -> list[list[float]]:
         """One vector per text, in order (one call per ``batch_size`` texts)."""
-        litellm = _litellm()
         out: list[list[float]] = []
         for chunk in self._chunks(texts):
-            try:
-                response = await litellm.aembedding(**self._kwargs(chunk, timeout))
-            except Exception as exc:
-                raise self._error(exc) from None
-            out.extend(self._vectors(response, len(chunk)))
+            out.extend(_all_vectors(await self._call(chunk, timeout)))
         return out
 
     async def embed_each(self, texts: Sequence[str]) -> list[list[float] | EmbeddingRejectedError]:
@@ -90,26 +101,42 @@ class Embedder:
         When the model refuses a call as bad input, a probe text tells refused texts from a
         model that refuses everything (a wrong setting, such as dimensions it does not offer):
         the latter raises :class:`EmbeddingRejectedError` at once, marking no text refused.
-        Otherwise the call is split in halves until the texts it refuses are found: each costs
-        about 2·log2(batch_size) calls, and the others are embedded.
+        Otherwise the call is split in halves until the texts it refuses are found (each costs
+        about 2·log2(batch_size) calls; the others are embedded), and a second probe makes sure
+        the model did not start refusing everything meanwhile.
         """
         out: list[list[float] | EmbeddingRejectedError] = []
         for chunk in self._chunks(texts):
-            out.extend(await self._each(list(chunk), probe=True))
+            try:
+                out.extend(await self._call(chunk))
+                continue
+            except EmbeddingRejectedError:
+                await self._probe()
+            parts = await self._halves(list(chunk))
+            if any(isinstance(v, EmbeddingRejectedError) for v in parts):
+                await self._probe()
+            else:
+                log.warning(
+                    "embedding model %s refused a call of %d texts but accepted each part; "
+                    "AGENT_MEMORY_EMBEDDING_BATCH_SIZE=%d may be above its limit per call",
+                    self.model,
+                    len(chunk),
+                    self.settings.batch_size,
+                )
+            out.extend(parts)
         return out
 
-    async def _each(
-        self, texts: list[str], *, probe: bool = False
-    ) -> list[list[float] | EmbeddingRejectedError]:
-        try:
-            return list(await self.embed(texts))
-        except EmbeddingRejectedError as exc:
-            if probe:
-                await self._probe()
-            if len(texts) == 1:
-                return [exc]
+    async def _halves(self, texts: list[str]) -> list[list[float] | EmbeddingRejectedError]:
         half = len(texts) // 2
         return [*await self._each(texts[:half]), *await self._each(texts[half:])]
+
+    async def _each(self, texts: list[str]) -> list[list[float] | EmbeddingRejectedError]:
+        try:
+            return await self._call(texts)
+        except EmbeddingRejectedError as exc:
+            if len(texts) == 1:
+                return [exc]
+        return await self._halves(texts)
 
     async def _probe(self) -> None:
         """Raise when the model refuses a text any model accepts: a setting is wrong."""
@@ -132,28 +159,57 @@ class Embedder:
                 response = litellm.embedding(**self._kwargs(chunk, timeout))
             except Exception as exc:
                 raise self._error(exc) from None
-            out.extend(self._vectors(response, len(chunk)))
+            out.extend(_all_vectors(self._vectors(response, len(chunk))))
         return out
+
+
+# BadRequestError subclasses that are about the account or the configuration, not the text
+_SETTING_ERRORS = (
+    "PaymentRequiredError",
+    "UnsupportedParamsError",
+    "LiteLLMUnknownProvider",
+    "UnsupportedEndpointError",
+    "EndpointNotSupportedByModelError",
+)
+
+
+def _refusal_types() -> tuple[type[BaseException], ...]:
+    """400 and 422, as litellm raises them and as the openai client does when not wrapped."""
+    import openai
+
+    return (openai.BadRequestError, openai.UnprocessableEntityError)
+
+
+def _all_vectors(results: list[list[float] | EmbeddingRejectedError]) -> list[list[float]]:
+    for result in results:
+        if isinstance(result, EmbeddingRejectedError):
+            raise result
+    return [r for r in results if not isinstance(r, EmbeddingRejectedError)]
 
 
 # a text every embedding model accepts, to tell a refused text from a model that refuses all
 _PROBE = "memory"
 
 
-def _unit(vector: list[float], model: str) -> list[float]:
-    """The vector scaled to length 1 (cosine similarity then is a dot product)."""
+def _unit(vector: list[float], model: str) -> list[float] | EmbeddingRejectedError:
+    """The vector scaled to length 1 (cosine similarity then is a dot product), or the
+    refusal of its text when there is nothing to scale."""
     norm = math.sqrt(sum(x * x for x in vector))
     if not vector or not math.isfinite(norm) or norm == 0:
         # no use for this text (the call succeeded, so the model has nothing better for it)
-        raise EmbeddingRejectedError(f"embedding model {model} returned an empty or zero vector")
+        return EmbeddingRejectedError(f"embedding model {model} returned an empty or zero vector")
     return [x / norm for x in vector]
 
 
 class Embedded(NamedTuple):
-    """What an embedding run did: facts embedded, and facts the model refused."""
+    """What an embedding run did: facts embedded, and the facts the model refused."""
 
     stored: int = 0
-    refused: int = 0
+    refusals: tuple[tuple[int, str], ...] = ()  # (fact id, the model's reason)
+
+    @property
+    def refused(self) -> int:
+        return len(self.refusals)
 
 
 async def embed_missing(
@@ -161,15 +217,16 @@ async def embed_missing(
 ) -> Embedded:
     """Embed the current facts (of ``scope``, or all) that have no embedding from the
     embedder's model, a batch at a time, each batch stored as it comes. A fact the model
-    refuses is recorded as refused (and said in the log) and the run goes on. Safe to rerun:
-    what is stored or refused is not asked for again."""
+    refuses is recorded as refused, with the model's reason, and the run goes on. Safe to
+    rerun: what is stored or refused is not asked for again."""
     from agent_memory.db import embeddings as repo
 
-    stored = refused = after = 0
-    while limit is None or stored + refused < limit:
+    stored = after = 0
+    refusals: list[tuple[int, str]] = []
+    while limit is None or stored + len(refusals) < limit:
         size = embedder.settings.batch_size
         if limit is not None:
-            size = min(size, limit - stored - refused)
+            size = min(size, limit - stored - len(refusals))
         async with pool.connection() as conn:
             todo = await repo.missing(conn, embedder.model, scope, size, after)
         if not todo:
@@ -187,19 +244,12 @@ async def embed_missing(
                 await repo.store(conn, embedder.model, [i for i, _ in good], [v for _, v in good])
             if bad:
                 await repo.reject(conn, embedder.model, [i for i, _ in bad], [r for _, r in bad])
-        for fact_id, reason in bad:
-            log.warning(
-                "fact %d is left without an embedding: %s; it is not asked for again until the "
-                "model changes or `agent-memory embed --retry-rejected`",
-                fact_id,
-                reason,
-            )
         stored += len(good)
-        refused += len(bad)
+        refusals += bad
         after = todo[-1][0]
         if len(todo) < size:
             break
-    return Embedded(stored, refused)
+    return Embedded(stored, tuple(refusals))
 
 
 def vectors_ready(database: Any) -> str | None:
@@ -215,8 +265,9 @@ class QueryEmbedder:
 
     Never raises: a server without pgvector (checked once; said once in the log), a failed or
     slow embedding call (then no call for ``cooldown_s``, so a dead service costs one deadline,
-    not one per turn), a question the model refuses (just that one) all give None, and inject
-    ranks by full-text relevance instead.
+    not one per turn), a question the model refuses (just that one, unless it refused the two
+    before as well: then the cool-down too) all give None, and inject ranks by full-text
+    relevance instead.
     """
 
     def __init__(self, settings: EmbeddingSettings, database: Any) -> None:
@@ -225,6 +276,7 @@ class QueryEmbedder:
         self.embedder: Embedder | None = None
         self._checked = not settings.model  # nothing to check without a model
         self._down_until = 0.0
+        self._refusals = 0  # questions refused in a row
         self._lock = threading.Lock()
 
     @property
@@ -262,9 +314,12 @@ class QueryEmbedder:
 
     def _failed(self, exc: BaseException) -> None:
         if isinstance(exc, EmbeddingRejectedError):
-            # the service is up and refused this question (too long, say): the next one may do
-            log.warning("embedding the question was refused (%s); full-text relevance for it", exc)
-            return
+            self._refusals += 1
+            if self._refusals < _REFUSALS_BEFORE_COOLDOWN:
+                # the service is up and refused this question (too long, say): the next may do
+                log.warning("embedding the question was refused (%s); full text for it", exc)
+                return
+        self._refusals = 0
         self._down_until = time.monotonic() + self.settings.query_cooldown_s
         reason = "timed out" if isinstance(exc, TimeoutError) else str(exc)
         log.warning(
@@ -285,6 +340,7 @@ class QueryEmbedder:
         except Exception as exc:
             self._failed(exc)
             return None
+        self._refusals = 0
         return vectors[0]
 
     def embed_sync(self, text: str) -> list[float] | None:
@@ -295,11 +351,16 @@ class QueryEmbedder:
         # a thread of its own, so the deadline holds however the client retries
         future = _QUERY_POOL.submit(embedder.embed_sync, [text], timeout=deadline)
         try:
-            return future.result(timeout=deadline)[0]
+            vector = future.result(timeout=deadline)[0]
         except Exception as exc:
             self._failed(exc)
             return None
+        self._refusals = 0
+        return vector
 
 
+# a model that refuses this many questions in a row is more likely set up wrong than asked as
+# many bad questions: it gets the cool-down of a failing service
+_REFUSALS_BEFORE_COOLDOWN = 3
 _QUERY_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="embed")
 log = logging.getLogger(__name__)

@@ -48,6 +48,11 @@ class EmbeddingError(AgentMemoryError, RuntimeError):
     """An embedding call failed, or pgvector is not available for embeddings."""
 
 
+class TransientEmbeddingError(EmbeddingError):
+    """An embedding call failed in a way a retry may fix (rate limit, 5xx, timeout,
+    connection)."""
+
+
 class EmbeddingRejectedError(EmbeddingError):
     """The embedding model refused the input itself (HTTP 400/422: too long, against its
     content policy, ...) or gave no usable vector for it: asking again will not help."""

@@ -22,6 +22,7 @@ from agent_memory.settings import get_settings
 from tasks.consolidation import embed_facts
 
 SUMMARY_KEY = "memory-reembed-summary"
+MAX_REFUSALS_SHOWN = 20
 
 
 class EmbedParams(BaseModel):
@@ -61,21 +62,31 @@ async def reembed_flow(
         done = await embed_facts(pool, None, embedder, "all scopes", params.limit)
         async with pool.connection() as conn:
             embedded, left, refused = await embedding_repo.counts(conn, embedder.model)
-    summary = {
+    shown = [
+        {"fact_id": fact_id, "reason": reason}
+        for fact_id, reason in done.refusals[:MAX_REFUSALS_SHOWN]
+    ]
+    summary: dict[str, Any] = {
         "model": embedder.model,
         "embedded_now": done.stored,
         "refused_now": done.refused,
         "embedded": embedded,
         "left": left,
         "refused": refused,
+        # the reasons, for the CLI and the artifact; all of them are in the run's log
+        "refusals": shown,
     }
+    lines = [
+        f"**{done.stored}** fact(s) embedded with `{embedder.model}`, {done.refused} refused by "
+        f"it; {embedded} current fact(s) have its embedding, {left} still to do, {refused} "
+        "refused.",
+    ]
+    if done.refusals:
+        lines += ["", "| fact | why the model refused it |", "|---|---|"]
+        lines += [f"| {r['fact_id']} | {str(r['reason']).replace('|', '/')} |" for r in shown]
+        if done.refused > MAX_REFUSALS_SHOWN:
+            lines.append(f"\n{done.refused - MAX_REFUSALS_SHOWN} more in the run's log.")
     await acreate_markdown_artifact(
-        key=SUMMARY_KEY,
-        markdown=(
-            f"**{done.stored}** fact(s) embedded with `{embedder.model}`, {done.refused} "
-            f"refused by it; {embedded} current fact(s) have its embedding, {left} still to do, "
-            f"{refused} refused (see the run's log for why)."
-        ),
-        description="Re-embedding run",
+        key=SUMMARY_KEY, markdown="\n".join(lines), description="Re-embedding run"
     )
     return summary

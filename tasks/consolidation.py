@@ -102,7 +102,15 @@ async def embed_facts(
     limit: int | None = None,
 ) -> Embedded:
     done = await embed_missing(pool, embedder, scope, limit=limit)
-    get_run_logger().info(
+    logger = get_run_logger()
+    for fact_id, reason in done.refusals:  # in the run's log, where operators look
+        logger.warning(
+            "fact %d is left without an embedding: %s; it is not asked for again until the "
+            "model changes or `agent-memory embed --retry-rejected`",
+            fact_id,
+            reason,
+        )
+    logger.info(
         "%d fact(s) embedded with %s, %d refused by it", done.stored, embedder.model, done.refused
     )
     return done

@@ -8,7 +8,7 @@ import psycopg
 from prefect.cache_policies import NO_CACHE
 from prefect.tasks import exponential_backoff
 
-from agent_memory.errors import EmbeddingError, EmbeddingRejectedError, TransientExtractionError
+from agent_memory.errors import TransientEmbeddingError, TransientExtractionError
 from agent_memory.settings import RetrySettings
 
 _retry = RetrySettings()
@@ -28,10 +28,9 @@ async def retry_llm(task: Any, task_run: Any, state: Any) -> bool:
 
 
 async def retry_embedding(task: Any, task_run: Any, state: Any) -> bool:
-    """Retry a failed embedding call (the facts are written; only their vectors wait); not a
-    model that refuses every input, which a setting has to fix."""
-    error = await state.aresult(raise_on_failure=False)
-    return isinstance(error, EmbeddingError) and not isinstance(error, EmbeddingRejectedError)
+    """Retry rate limits, 5xx, timeouts and refused connections (the facts are written; only
+    their vectors wait); not refusals, credentials or settings, which a retry cannot fix."""
+    return await _transient((TransientEmbeddingError,), state)
 
 
 async def retry_db(task: Any, task_run: Any, state: Any) -> bool:

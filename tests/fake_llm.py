@@ -114,6 +114,8 @@ class FakeLLM:
         self.embedding_max_chars: int | None = None
         # texts containing this get an all-zero vector (a model with nothing to say about them)
         self.embedding_zero_for: str | None = None
+        # statuses for the next embedding calls, one each, before any of the above applies
+        self.embedding_status_queue: list[int] = []
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
 
@@ -131,6 +133,7 @@ class FakeLLM:
         self.embedding_delay_s = 0.0
         self.embedding_max_chars = None
         self.embedding_zero_for = None
+        self.embedding_status_queue = []
         self.handler = handler or (lambda _req: Reply(DEFAULT_FACTS))
         self.after_reply = None
 
@@ -201,7 +204,9 @@ class FakeLLM:
                     time.sleep(fake.embedding_delay_s)
                 texts = request.get("input") or []
                 texts = [texts] if isinstance(texts, str) else texts
-                status = fake.embedding_status
+                with fake._lock:
+                    queued = fake.embedding_status_queue
+                    status = queued.pop(0) if queued else fake.embedding_status
                 longest = max(map(len, texts), default=0)
                 if (
                     status == 200
@@ -223,6 +228,8 @@ class FakeLLM:
                 elif status == 400:
                     message = "dimensions: this model does not support 77 dimensions"
                     data = {"error": {"message": message, "type": "invalid_request_error"}}
+                elif status == 422:
+                    data = {"error": {"message": "input could not be processed", "type": "fake"}}
                 else:
                     data = {"error": {"message": "embedding model overloaded", "type": "fake"}}
                 body = json.dumps(data).encode()

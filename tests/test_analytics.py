@@ -116,6 +116,32 @@ async def test_loader_returns_what_fetchall_returns(
         assert canonical(frame).equals(canonical(expected)), parts
 
 
+def test_loader_reads_each_half_from_its_index_in_scope_order(
+    db: psycopg.Connection[Any],
+) -> None:
+    """The loader's speed rests on its query shape: both halves answerable by index-only
+    scans in (scope_key, decay_rank) order, aggregated with no sort and no hash. The planner
+    picks these plans at a million facts (benchmarks/analytics.py); here, with the table
+    scans priced out, this checks the shape still allows them."""
+    for i in range(20):
+        insert_facts(db, (f"user-{i}", None, None), 100)
+    db.execute("UPDATE agent_memory.memory_items SET superseded_at = now() WHERE id % 4 = 0")
+    db.execute("VACUUM ANALYZE agent_memory.memory_items")
+    for query, params in [
+        (analytics.LOAD_ALL, None),
+        (analytics.LOAD_SCOPE, Scope("user-3").as_dict()),
+    ]:
+        with db.transaction():
+            db.execute("SET LOCAL enable_seqscan = off")
+            db.execute("SET LOCAL enable_bitmapscan = off")
+            db.execute("SET LOCAL enable_sort = off")
+            db.execute("SET LOCAL enable_hashagg = off")
+            plan = "\n".join(r[0] for r in db.execute("EXPLAIN " + query, params))
+        assert "Index Only Scan using memory_items_current_rank_idx" in plan, plan
+        assert "Index Only Scan using memory_items_superseded_rank_idx" in plan, plan
+        assert "Sort" not in plan and "HashAggregate" not in plan, plan
+
+
 async def test_loader_on_no_facts(database_url: str, db: psycopg.Connection[Any]) -> None:
     empty = await load(database_url, None)
     assert empty.height == 0 and empty.schema == pl.Schema(analytics.FRAME_SCHEMA)

@@ -170,7 +170,7 @@ async def test_facts_the_model_refuses_are_set_aside_and_the_others_embedded(
     use_settings(embedded)
     try:
         await manager.record(DANA, [HumanMessage("Let me tell you about myself.")])
-        with caplog.at_level(logging.WARNING, logger="agent_memory.embedding"):
+        with caplog.at_level(logging.WARNING):
             summary = await manager.consolidate(DANA)
         assert summary["completed"] == 1 and summary["facts_created"] == len(DATA["facts"])
         refused = refusals(db)
@@ -180,10 +180,11 @@ async def test_facts_the_model_refuses_are_set_aside_and_the_others_embedded(
         embedded_count = db.execute("SELECT count(*) FROM agent_memory.fact_embeddings")
         assert embedded_count.fetchone() == (len(DATA["facts"]) - 3,)
         assert caplog.text.count("is left without an embedding") == 3
-        # a probe, then halving the batch finds each refused text in about 2·log2(batch) calls
+        # a probe, halving finds each too-long text in about 2·log2(batch) calls, a last probe;
+        # the zero vector needs no halving: the answer says which text it belongs to
         requests = fake_llm.embedding_requests
-        assert requests[1]["input"] == ["memory"]
-        assert len(requests) <= 2 + 2 * 3 * math.ceil(math.log2(len(DATA["facts"])))
+        assert requests[1]["input"] == requests[-1]["input"] == ["memory"]
+        assert len(requests) <= 3 + 2 * 2 * math.ceil(math.log2(len(DATA["facts"])))
 
         # inject still ranks by meaning; a refused fact is just not related by meaning
         frame = await manager.inject(DANA, query="When is the ETL job scheduled?")
@@ -192,7 +193,7 @@ async def test_facts_the_model_refuses_are_set_aside_and_the_others_embedded(
         # not asked for again: the runs go on past them
         again = await reembed_flow(EmbedParams())
         assert (again["embedded_now"], again["refused_now"], again["left"]) == (0, 0, 0)
-        assert again["refused"] == 3
+        assert (again["refused"], again["refusals"]) == (3, [])
         calls = len(fake_llm.embedding_requests)
         fake_llm.embedding_max_chars = fake_llm.embedding_zero_for = None  # the limit is raised
         assert (await reembed_flow(EmbedParams()))["embedded_now"] == 0
@@ -250,6 +251,63 @@ async def test_the_refusals_of_purged_facts_are_pruned(
 
 
 @pytest.mark.usefixtures("prefect_harness")
+async def test_a_consolidation_beside_a_model_that_refuses_everything_writes_its_facts(
+    embedded: Settings, fake_llm: FakeLLM, db: psycopg.Connection[Any]
+) -> None:
+    fake_llm.embedding_status = 400  # a setting the model does not take
+    manager = await MemoryManager.create(settings=embedded, migrate=False)
+    try:
+        await manager.record(DANA, [HumanMessage("Let me tell you about myself.")])
+        summary = await manager.consolidate(DANA)
+    finally:
+        await manager.close()
+    # the scope is done; its facts wait for embeddings; two calls, no retries, nothing refused
+    assert summary["completed"] == 1 and summary["facts_created"] == len(DATA["facts"])
+    assert [len(r["input"]) for r in fake_llm.embedding_requests] == [len(DATA["facts"]), 1]
+    assert refusals(db) == {}
+
+
+@pytest.mark.usefixtures("prefect_harness")
+async def test_a_service_failure_while_halving_records_nothing_and_the_retry_embeds_all(
+    settings: Settings, fake_llm: FakeLLM, db: psycopg.Connection[Any]
+) -> None:
+    from agent_memory.settings import use_settings
+    from flows.embeddings import EmbedParams, reembed_flow
+
+    load_facts(db, DANA, DATA["facts"])
+    use_settings(with_embeddings(settings, fake_llm))
+    # the batch is refused, the probe passes, then the service fails on the first half
+    fake_llm.embedding_status_queue = [400, 200, 503]
+    try:
+        done = await reembed_flow(EmbedParams())
+    finally:
+        use_settings(settings)
+    assert (done["embedded_now"], done["refused"], done["left"]) == (len(DATA["facts"]), 0, 0)
+    assert refusals(db) == {}
+
+
+@pytest.mark.usefixtures("prefect_harness")
+async def test_a_call_refused_whole_but_accepted_in_parts_embeds_all_and_says_so(
+    settings: Settings, fake_llm: FakeLLM, db: psycopg.Connection[Any], caplog: Any
+) -> None:
+    from agent_memory.settings import use_settings
+    from flows.embeddings import EmbedParams, reembed_flow
+
+    load_facts(db, DANA, DATA["facts"])
+    use_settings(with_embeddings(settings, fake_llm))
+    fake_llm.embedding_status_queue = [422]  # e.g. more texts in one call than the model takes
+    try:
+        with caplog.at_level(logging.WARNING, logger="agent_memory.embedding"):
+            done = await reembed_flow(EmbedParams())
+    finally:
+        use_settings(settings)
+    assert (done["embedded_now"], done["refused"]) == (len(DATA["facts"]), 0)
+    assert refusals(db) == {}
+    assert "refused a call of 25 texts but accepted each part" in caplog.text
+    assert "AGENT_MEMORY_EMBEDDING_BATCH_SIZE=64" in caplog.text
+
+
+@pytest.mark.usefixtures("prefect_harness")
 def test_embed_command_counts_refused_facts_and_retries_them(
     database_url: str, fake_llm: FakeLLM, db: psycopg.Connection[Any], monkeypatch: Any
 ) -> None:
@@ -273,6 +331,8 @@ def test_embed_command_counts_refused_facts_and_retries_them(
     assert first.exit_code == 0, first.output
     assert "23 fact(s) embedded with openai/embed-a, 2 refused;" in first.output
     assert "0 still to do, 2 refused" in first.output
+    assert first.output.count("maximum context length is 62 tokens") >= 2  # each one's reason
+    assert "refused fact " in first.output
     fake_llm.embedding_max_chars = None
     retried = runner.invoke(app, ["embed", "--retry-rejected"])
     assert retried.exit_code == 0, retried.output
@@ -359,6 +419,26 @@ async def test_a_hanging_embedding_service_costs_one_deadline_then_is_left_alone
         assert (await manager.inject(DANA, query="violin")).ranking == "text"
         assert manager.inject_sync(DANA, query="violin").ranking == "text"
         assert len(fake_llm.embedding_requests) == calls
+    finally:
+        await manager.close()
+
+
+async def test_a_model_that_refuses_every_question_gets_the_cool_down(
+    settings: Settings, fake_llm: FakeLLM, db: psycopg.Connection[Any], caplog: Any
+) -> None:
+    load_facts(db, DANA, DATA["facts"])
+    fake_llm.embedding_status = 400  # a setting the model does not take
+    manager = await MemoryManager.create(settings=with_embeddings(settings, fake_llm))
+    try:
+        with caplog.at_level(logging.WARNING, logger="agent_memory.embedding"):
+            for _ in range(3):
+                assert (await manager.inject(DANA, query="violin")).ranking == "text"
+        assert len(fake_llm.embedding_requests) == 3
+        assert "not calling openai/embed-a again for 30 s" in caplog.text
+        # cooling down: no call at all
+        assert manager.inject_sync(DANA, query="violin").ranking == "text"
+        assert (await manager.inject(DANA, query="violin")).ranking == "text"
+        assert len(fake_llm.embedding_requests) == 3
     finally:
         await manager.close()
 

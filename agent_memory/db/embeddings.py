@@ -84,7 +84,7 @@ COUNTS = """
 SELECT count(*) FILTER (WHERE e.model = %(model)s),
        count(*) FILTER (WHERE (e.fact_id IS NULL OR e.model <> %(model)s)
                         AND r.fact_id IS NULL),
-       count(r.fact_id)
+       count(r.fact_id) FILTER (WHERE e.fact_id IS NULL OR e.model <> %(model)s)
 FROM agent_memory.memory_items m
 LEFT JOIN agent_memory.fact_embeddings e ON e.fact_id = m.id
 LEFT JOIN agent_memory.fact_embedding_rejections r
