@@ -48,6 +48,21 @@ def embedded(llm_settings: Settings, fake_llm: FakeLLM) -> Iterator[Settings]:
     yield with_embeddings(llm_settings, fake_llm)
 
 
+@pytest.fixture
+def stored_facts(
+    settings: Settings, fake_llm: FakeLLM, db: psycopg.Connection[Any]
+) -> Iterator[Settings]:
+    """The labelled set's facts stored with no embeddings, and settings with an embedding model
+    installed for the flows (the re-embedding flow reads them)."""
+    from agent_memory.settings import use_settings
+
+    load_facts(db, DANA, DATA["facts"])
+    with_model = with_embeddings(settings, fake_llm)
+    use_settings(with_model)
+    yield with_model
+    use_settings(settings)
+
+
 @pytest.mark.usefixtures("prefect_harness")
 async def test_consolidation_embeds_new_facts_and_inject_ranks_by_meaning(
     embedded: Settings, fake_llm: FakeLLM, db: psycopg.Connection[Any]
@@ -207,29 +222,23 @@ async def test_facts_the_model_refuses_are_set_aside_and_the_others_embedded(
         await manager.close()
 
 
-@pytest.mark.usefixtures("prefect_harness")
+@pytest.mark.usefixtures("prefect_harness", "stored_facts")
 async def test_a_model_that_refuses_everything_is_a_setting_to_fix_not_refused_facts(
-    settings: Settings, fake_llm: FakeLLM, db: psycopg.Connection[Any]
+    fake_llm: FakeLLM, db: psycopg.Connection[Any]
 ) -> None:
-    from agent_memory.settings import use_settings
     from flows.embeddings import EmbedParams, reembed_flow
 
-    load_facts(db, DANA, DATA["facts"])
-    use_settings(with_embeddings(settings, fake_llm))
     fake_llm.embedding_status = 400  # e.g. dimensions the model does not offer
-    try:
-        with pytest.raises(EmbeddingError, match="refuses every input, a probe text too"):
-            await reembed_flow(EmbedParams())
-        # the batch, then the probe, and nothing more: not halved, not retried by the task
-        requests = fake_llm.embedding_requests
-        assert [len(r["input"]) for r in requests] == [len(DATA["facts"]), 1]
-        assert requests[-1]["input"] == ["memory"]
-        assert refusals(db) == {}
-        assert db.execute("SELECT count(*) FROM agent_memory.fact_embeddings").fetchone() == (0,)
-        fake_llm.embedding_status = 200  # the setting is fixed
-        assert (await reembed_flow(EmbedParams()))["embedded_now"] == len(DATA["facts"])
-    finally:
-        use_settings(settings)
+    with pytest.raises(EmbeddingError, match="refuses every input, a probe text too"):
+        await reembed_flow(EmbedParams())
+    # the batch, then the probe, and nothing more: not halved, not retried by the task
+    requests = fake_llm.embedding_requests
+    assert [len(r["input"]) for r in requests] == [len(DATA["facts"]), 1]
+    assert requests[-1]["input"] == ["memory"]
+    assert refusals(db) == {}
+    assert db.execute("SELECT count(*) FROM agent_memory.fact_embeddings").fetchone() == (0,)
+    fake_llm.embedding_status = 200  # the setting is fixed
+    assert (await reembed_flow(EmbedParams()))["embedded_now"] == len(DATA["facts"])
 
 
 async def test_the_refusals_of_purged_facts_are_pruned(
@@ -267,40 +276,28 @@ async def test_a_consolidation_beside_a_model_that_refuses_everything_writes_its
     assert refusals(db) == {}
 
 
-@pytest.mark.usefixtures("prefect_harness")
+@pytest.mark.usefixtures("prefect_harness", "stored_facts")
 async def test_a_service_failure_while_halving_records_nothing_and_the_retry_embeds_all(
-    settings: Settings, fake_llm: FakeLLM, db: psycopg.Connection[Any]
+    fake_llm: FakeLLM, db: psycopg.Connection[Any]
 ) -> None:
-    from agent_memory.settings import use_settings
     from flows.embeddings import EmbedParams, reembed_flow
 
-    load_facts(db, DANA, DATA["facts"])
-    use_settings(with_embeddings(settings, fake_llm))
     # the batch is refused, the probe passes, then the service fails on the first half
     fake_llm.embedding_status_queue = [400, 200, 503]
-    try:
-        done = await reembed_flow(EmbedParams())
-    finally:
-        use_settings(settings)
+    done = await reembed_flow(EmbedParams())
     assert (done["embedded_now"], done["refused"], done["left"]) == (len(DATA["facts"]), 0, 0)
     assert refusals(db) == {}
 
 
-@pytest.mark.usefixtures("prefect_harness")
+@pytest.mark.usefixtures("prefect_harness", "stored_facts")
 async def test_a_call_refused_whole_but_accepted_in_parts_embeds_all_and_says_so(
-    settings: Settings, fake_llm: FakeLLM, db: psycopg.Connection[Any], caplog: Any
+    fake_llm: FakeLLM, db: psycopg.Connection[Any], caplog: Any
 ) -> None:
-    from agent_memory.settings import use_settings
     from flows.embeddings import EmbedParams, reembed_flow
 
-    load_facts(db, DANA, DATA["facts"])
-    use_settings(with_embeddings(settings, fake_llm))
     fake_llm.embedding_status_queue = [422]  # e.g. more texts in one call than the model takes
-    try:
-        with caplog.at_level(logging.WARNING, logger="agent_memory.embedding"):
-            done = await reembed_flow(EmbedParams())
-    finally:
-        use_settings(settings)
+    with caplog.at_level(logging.WARNING, logger="agent_memory.embedding"):
+        done = await reembed_flow(EmbedParams())
     assert (done["embedded_now"], done["refused"]) == (len(DATA["facts"]), 0)
     assert refusals(db) == {}
     assert "refused a call of 25 texts but accepted each part" in caplog.text
@@ -424,11 +421,10 @@ async def test_a_hanging_embedding_service_costs_one_deadline_then_is_left_alone
 
 
 async def test_a_model_that_refuses_every_question_gets_the_cool_down(
-    settings: Settings, fake_llm: FakeLLM, db: psycopg.Connection[Any], caplog: Any
+    stored_facts: Settings, fake_llm: FakeLLM, caplog: Any
 ) -> None:
-    load_facts(db, DANA, DATA["facts"])
     fake_llm.embedding_status = 400  # a setting the model does not take
-    manager = await MemoryManager.create(settings=with_embeddings(settings, fake_llm))
+    manager = await MemoryManager.create(settings=stored_facts)
     try:
         with caplog.at_level(logging.WARNING, logger="agent_memory.embedding"):
             for _ in range(3):
@@ -444,12 +440,11 @@ async def test_a_model_that_refuses_every_question_gets_the_cool_down(
 
 
 async def test_a_question_the_model_refuses_is_ranked_by_full_text_and_the_next_is_not(
-    settings: Settings, fake_llm: FakeLLM, db: psycopg.Connection[Any], caplog: Any
+    stored_facts: Settings, fake_llm: FakeLLM, caplog: Any
 ) -> None:
-    load_facts(db, DANA, DATA["facts"])
     fake_llm.embedding_max_chars = 100
     long_question = "Any tips for my daughter's violin practice? " * 5
-    manager = await MemoryManager.create(settings=with_embeddings(settings, fake_llm))
+    manager = await MemoryManager.create(settings=stored_facts)
     try:
         with caplog.at_level(logging.WARNING, logger="agent_memory.embedding"):
             frame = await manager.inject(DANA, query=long_question)
