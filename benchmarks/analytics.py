@@ -42,7 +42,7 @@ import psycopg
 from agent_memory import analytics
 from agent_memory.decay import today
 from benchmarks.database import admin_dsn, drop_database, fresh_database
-from benchmarks.inject import LOAD
+from benchmarks.inject import load_facts
 
 BENCH_DB = "agent_memory_bench_analytics"
 # the columns and order of analytics.FRAME_SCHEMA, a row per fact: what every loader returns
@@ -183,10 +183,7 @@ def run(facts: int, scopes: int, runs: int) -> dict[str, Any]:
     dsn = fresh_database(admin, BENCH_DB)
     try:
         with psycopg.connect(dsn, autocommit=True) as conn:
-            t = time.perf_counter()
-            conn.execute(LOAD, {"facts": facts, "scopes": scopes})
-            conn.execute("VACUUM ANALYZE agent_memory.memory_items")
-            load_s = time.perf_counter() - t
+            load_s = load_facts(conn, facts, scopes)
         uri = _uri(admin, BENCH_DB)
         figures = asyncio.run(measure(uri, runs, full=facts >= 1_000_000))
     finally:
