@@ -95,8 +95,8 @@ async def run(console: Console, settings: Settings) -> int:
     demo = Demo(console)
     console.print("[bold]=== agent-memory E2E demo ===[/]")
     started = time.perf_counter()
-    # the demo shows every tier: relevance ranking and the recent history are switched on
-    memory = settings.memory.model_copy(update={"inject_ranking": "relevance", "inject_history": 3})
+    # the demo shows every tier: the recent history is switched on
+    memory = settings.memory.model_copy(update={"inject_history": 3})
     settings = settings.model_copy(update={"memory": memory})
     manager = await MemoryManager.create(settings=settings)
     where = "embedded PostgreSQL" if manager.database.embedded else manager.database.display

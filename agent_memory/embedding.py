@@ -1,4 +1,5 @@
-"""Embeddings through litellm, for relevance by meaning (``AGENT_MEMORY_EMBEDDING_MODEL``).
+"""Embeddings for relevance by meaning: the bundled local model by default
+(:mod:`agent_memory.local_embedding`), or any litellm model (``AGENT_MEMORY_EMBEDDING_MODEL``).
 
 Facts are embedded in the consolidation flow (and by the re-embedding flow after a change of
 model), never on the agent's hot path; inject embeds only the user's latest message.
@@ -17,13 +18,16 @@ from typing import Any, NamedTuple
 
 from agent_memory.errors import EmbeddingError, EmbeddingRejectedError, TransientEmbeddingError
 from agent_memory.extraction.llm import _litellm, _transient_types
+from agent_memory.local_embedding import LocalEmbedder
+from agent_memory.local_embedding import load as load_local
+from agent_memory.local_embedding import loaded as local_loaded
 from agent_memory.models import Scope
 from agent_memory.redact import known_secrets, redact
 from agent_memory.settings import EmbeddingSettings
 
 
 class Embedder:
-    """Turns texts into unit vectors with the configured embedding model."""
+    """Turns texts into unit vectors with the configured litellm embedding model."""
 
     def __init__(self, settings: EmbeddingSettings) -> None:
         if not settings.model:
@@ -201,6 +205,19 @@ def _unit(vector: list[float], model: str) -> list[float] | EmbeddingRejectedErr
     return [x / norm for x in vector]
 
 
+TextEmbedder = Embedder | LocalEmbedder
+
+
+def make_embedder(settings: EmbeddingSettings) -> TextEmbedder | None:
+    """The embedder the settings name: a litellm model, the bundled local one, or None when
+    relevance by meaning is off."""
+    if not settings.enabled:
+        return None
+    if settings.local:
+        return LocalEmbedder(settings)
+    return Embedder(settings)
+
+
 class Embedded(NamedTuple):
     """What an embedding run did: facts embedded, and the facts the model refused."""
 
@@ -213,7 +230,7 @@ class Embedded(NamedTuple):
 
 
 async def embed_missing(
-    pool: Any, embedder: Embedder, scope: Scope | None = None, *, limit: int | None = None
+    pool: Any, embedder: TextEmbedder, scope: Scope | None = None, *, limit: int | None = None
 ) -> Embedded:
     """Embed the current facts (of ``scope``, or all) that have no embedding from the
     embedder's model, a batch at a time, each batch stored as it comes. A fact the model
@@ -268,22 +285,27 @@ class QueryEmbedder:
     not one per turn), a question the model refuses (just that one, unless it refused the two
     before as well: then the cool-down too) all give None, and inject ranks by full-text
     relevance instead.
+
+    The bundled local model embeds in-process in microseconds, so it has no deadline to keep;
+    until it is loaded (:meth:`warm`, which ``MemoryManager.create`` calls) a question gets
+    None and the load goes on in the background, so no inject waits for it.
     """
 
     def __init__(self, settings: EmbeddingSettings, database: Any) -> None:
         self.settings = settings
         self.database = database
-        self.embedder: Embedder | None = None
-        self._checked = not settings.model  # nothing to check without a model
+        self.embedder: TextEmbedder | None = None
+        self._checked = settings.active_model is None  # nothing to check without a model
         self._down_until = 0.0
         self._refusals = 0  # questions refused in a row
         self._lock = threading.Lock()
+        self._loading: threading.Thread | None = None
 
     @property
     def model(self) -> str | None:
         return self.embedder.model if self.embedder else None
 
-    def ready(self) -> Embedder | None:
+    def ready(self) -> TextEmbedder | None:
         """The embedder, once pgvector is known to be there (a transient failure to find out
         is tried again on a later call; a permanent one is said once and kept)."""
         if self._checked:
@@ -297,17 +319,43 @@ class QueryEmbedder:
                 log.warning("could not check for pgvector (%s); full-text relevance for now", exc)
                 return None
             if reason is None:
-                self.embedder = Embedder(self.settings)
+                self.embedder = make_embedder(self.settings)
             else:
                 log.warning(
-                    "AGENT_MEMORY_EMBEDDING_MODEL is set, but this server cannot store "
+                    "relevance by meaning is on (%s), but this server cannot store "
                     "embeddings (%s); relevance falls back to full-text search",
+                    self.settings.active_model,
                     reason,
                 )
             self._checked = True
             return self.embedder
 
-    def _usable(self) -> Embedder | None:
+    def warm(self) -> None:
+        """Pay the one-time costs before the first question: the pgvector check, and loading
+        the local model or importing litellm. Never raises (a failure is logged, and inject
+        ranks by full text until it is resolved)."""
+        try:
+            embedder = self.ready()
+            if isinstance(embedder, LocalEmbedder):
+                load_local()
+            elif embedder is not None:
+                _litellm()
+        except Exception as exc:
+            log.warning("warming up the embedding model failed: %s", exc)
+
+    def _local_loaded(self) -> bool:
+        """True once the local model is in memory; else start loading it in the background."""
+        if local_loaded():
+            return True
+        with self._lock:
+            if self._loading is None or not self._loading.is_alive():
+                self._loading = threading.Thread(
+                    target=self.warm, name="agent-memory-embedding-load", daemon=True
+                )
+                self._loading.start()
+        return False
+
+    def _usable(self) -> TextEmbedder | None:
         if time.monotonic() < self._down_until:
             return None
         return self.ready()
@@ -326,14 +374,23 @@ class QueryEmbedder:
             "embedding the question failed (%s); ranking by full-text relevance, and not "
             "calling %s again for %g s",
             reason,
-            self.settings.model,
+            self.settings.active_model,
             self.settings.query_cooldown_s,
         )
+
+    def _local(self, embedder: LocalEmbedder, text: str) -> list[float] | None:
+        if not self._local_loaded():
+            return None
+        result = embedder._each([text])[0]
+        # a text with nothing to embed says nothing about the model: no cool-down
+        return None if isinstance(result, EmbeddingRejectedError) else result
 
     async def embed(self, text: str) -> list[float] | None:
         embedder = self._usable() if self._checked else await asyncio.to_thread(self._usable)
         if embedder is None:
             return None
+        if isinstance(embedder, LocalEmbedder):
+            return self._local(embedder, text)
         deadline = self.settings.query_timeout
         try:
             vectors = await asyncio.wait_for(embedder.embed([text], timeout=deadline), deadline)
@@ -347,6 +404,8 @@ class QueryEmbedder:
         embedder = self._usable()
         if embedder is None:
             return None
+        if isinstance(embedder, LocalEmbedder):
+            return self._local(embedder, text)
         deadline = self.settings.query_timeout
         # a thread of its own, so the deadline holds however the client retries
         future = _QUERY_POOL.submit(embedder.embed_sync, [text], timeout=deadline)

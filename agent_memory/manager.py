@@ -38,7 +38,7 @@ from agent_memory.db.pool import setup_schema
 from agent_memory.embedding import QueryEmbedder
 from agent_memory.errors import InvalidMessageError
 from agent_memory.graph.nodes import latest_messages, latest_user_text, scope_from
-from agent_memory.messages import serialize_messages
+from agent_memory.messages import clean_text, serialize_messages
 from agent_memory.models import Episode, HistoryEntry, MemoryItem, Scope, WorkingMemoryFrame
 from agent_memory.settings import DatabaseSettings, Settings, use_settings
 
@@ -53,14 +53,22 @@ _CLOCK_SKEW = timedelta(minutes=5)
 
 @dataclass
 class _Recall:
-    """How one inject ranks: importance only, or relevance by text or embedding."""
+    """How one inject ranks: importance only; by the priors alone (no question); or by
+    relevance to the question, by full text, meaning, or both fused."""
 
-    ranking: Literal["importance", "text", "embedding"]
+    ranking: Literal["importance", "priors", "text", "vector", "hybrid"]
     day: date
     at: datetime  # the moment a used fact's decay clock restarts at
     before: datetime  # history up to here
     params: dict[str, Any] = field(default_factory=dict)
     vector: list[float] | None = None
+
+    def by_text(self) -> dict[str, Any]:
+        """The parameters of the same inject ranked by full text alone (the fallback when the
+        ranking by meaning fails)."""
+        self.ranking, self.vector = "text", None
+        self.params["text"] = self.params.get("question")
+        return self.params
 
 
 def _moment(value: datetime | date | None, name: str) -> datetime | None:
@@ -111,13 +119,16 @@ class MemoryManager:
         settings: Settings | None = None,
         migrate: bool = True,
     ) -> MemoryManager:
-        """Connect (starting the embedded PostgreSQL if no URL is set) and migrate the schema."""
+        """Connect (starting the embedded PostgreSQL if no URL is set), migrate the schema, and
+        warm up the embedding model, so the first inject pays for neither."""
         settings = cls._prepare(database_url, settings)
         database = await asyncio.to_thread(resolve, settings.db)
         if migrate:
             await asyncio.to_thread(setup_schema, database, settings.memory.decay_factor)
         manager = cls(settings, database)
         await manager._apool()
+        # the first question of the process must not pay for loading the embedding model
+        await asyncio.to_thread(manager._queries.warm)
         return manager
 
     @classmethod
@@ -133,7 +144,9 @@ class MemoryManager:
         database = resolve(settings.db)
         if migrate:
             setup_schema(database, settings.memory.decay_factor)
-        return cls(settings, database)
+        manager = cls(settings, database)
+        manager._queries.warm()
+        return manager
 
     def graph(self, agent: Any, state_schema: Any = None) -> Any:
         """A ``StateGraph`` wiring ``inject_memory -> agent -> record_memory`` (uncompiled)."""
@@ -226,22 +239,44 @@ class MemoryManager:
         before = at if on is None else at + timedelta(days=1)
         if m.inject_ranking == "importance":
             return _Recall("importance", day, at, before, {})
+        # a pasted document is not a question: its start says what it is about
+        text = clean_text((query or "")[:MAX_QUERY_CHARS])
         params = recall_repo.ranked_params(
             scope,
-            # a pasted document is not a question: its start says what it is about
-            (query or "")[:MAX_QUERY_CHARS] or None,
+            text if text.strip() else None,
             on=day,
             min_importance=m.inject_min_importance,
             limit=m.inject_limit,
             candidates=m.inject_candidates,
-            weights=(
-                m.inject_weight_importance,
-                m.inject_weight_recency,
-                m.inject_weight_relevance,
-            ),
+            priors=(m.inject_weight_importance, m.inject_weight_recency),
+            fusion_weights=(m.inject_weight_text, m.inject_weight_vector),
+            fusion=m.inject_fusion,
+            rrf_k=m.inject_rrf_k,
+            prior_weight=m.inject_prior_weight,
             half_life_days=m.inject_recency_half_life_days,
         )
-        return _Recall("text", day, at, before, params)
+        params["question"] = params["text"]
+        ranking: Literal["priors", "text"] = "text" if params["text"] else "priors"
+        return _Recall(ranking, day, at, before, params)
+
+    def _wants_vector(self, plan: _Recall) -> bool:
+        return (
+            plan.ranking == "text"
+            and self.settings.memory.inject_ranking in ("hybrid", "vector")
+            and self.settings.embedding.active_model is not None
+        )
+
+    def _by_meaning(self, plan: _Recall, vector: list[float] | None) -> None:
+        """Rank by meaning too, once the question has a vector (else by full text alone)."""
+        if vector is None:
+            return
+        plan.vector = vector
+        plan.params["model"] = self._queries.model
+        if self.settings.memory.inject_ranking == "vector":
+            plan.ranking = "vector"
+            plan.params["text"] = None  # the full-text side is left out
+        else:
+            plan.ranking = "hybrid"
 
     def _frame(
         self,
@@ -266,23 +301,20 @@ class MemoryManager:
         frame.context = frame.render()
         return frame
 
-    def _by_meaning(self, plan: _Recall, vector: list[float] | None) -> None:
-        if vector is not None:
-            plan.ranking, plan.vector = "embedding", vector
-            plan.params["model"] = self._queries.model
-
     async def inject(
         self, scope: Scope, *, query: str | None = None, on: date | None = None
     ) -> WorkingMemoryFrame:
         """The facts to put in context for ``scope``, and its recent history.
 
-        With ``AGENT_MEMORY_INJECT_RANKING=importance`` (the default) the most important current
-        facts; with ``relevance`` the best by importance, recency and relevance to ``query``
-        (the latest user message). ``on``: the day to evaluate decay on (default today).
+        With ``AGENT_MEMORY_INJECT_RANKING=hybrid`` (the default) the facts most relevant to
+        ``query`` (the latest user message) by full text and by meaning, importance and recency
+        ordering comparable matches (see :mod:`agent_memory.db.recall`); with no query, the most
+        important and recent. With ``importance``, the most important facts whatever is asked.
+        ``on``: the day to evaluate decay on (default today).
         """
         m = self.settings.memory
         plan = self._plan(scope, query, on)
-        if plan.ranking == "text" and plan.params["text"] and self.settings.embedding.model:
+        if self._wants_vector(plan):
             self._by_meaning(plan, await self._queries.embed(plan.params["text"]))
         pool = await self._apool()
         async with pool.connection() as conn:
@@ -296,8 +328,7 @@ class MemoryManager:
                     rows = await recall_repo.ranked(conn, plan.params, plan.vector)
                 except psycopg.Error as exc:  # e.g. pgvector dropped: text relevance instead
                     log.warning("ranking by embeddings failed (%s); by full text instead", exc)
-                    plan.ranking = "text"
-                    rows = await recall_repo.ranked(conn, plan.params)
+                    rows = await recall_repo.ranked(conn, plan.by_text())
             else:
                 rows = await recall_repo.ranked(conn, plan.params)
             if m.inject_reinforce and on is None:
@@ -318,7 +349,7 @@ class MemoryManager:
         """:meth:`inject` for sync code."""
         m = self.settings.memory
         plan = self._plan(scope, query, on)
-        if plan.ranking == "text" and plan.params["text"] and self.settings.embedding.model:
+        if self._wants_vector(plan):
             self._by_meaning(plan, self._queries.embed_sync(plan.params["text"]))
         with self._spool().connection() as conn:
             if plan.ranking == "importance":
@@ -331,8 +362,7 @@ class MemoryManager:
                     rows = recall_repo.ranked_sync(conn, plan.params, plan.vector)
                 except psycopg.Error as exc:
                     log.warning("ranking by embeddings failed (%s); by full text instead", exc)
-                    plan.ranking = "text"
-                    rows = recall_repo.ranked_sync(conn, plan.params)
+                    rows = recall_repo.ranked_sync(conn, plan.by_text())
             else:
                 rows = recall_repo.ranked_sync(conn, plan.params)
             if m.inject_reinforce and on is None:
@@ -457,7 +487,7 @@ class MemoryManager:
 
     def _question(self, state: dict[str, Any]) -> str | None:
         """What relevance is measured against (nothing is read for importance ranking)."""
-        if self.settings.memory.inject_ranking != "relevance":
+        if self.settings.memory.inject_ranking == "importance":
             return None
         return latest_user_text(state)
 

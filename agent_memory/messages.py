@@ -38,6 +38,11 @@ _ROLE_OF_TYPE = {
 _LANGCHAIN_TYPES = {"human", "ai", "system", "tool", "function", "chat", "remove"}
 
 
+def clean_text(value: str) -> str:
+    """``value`` as PostgreSQL can take it: NUL characters and lone surrogates become U+FFFD."""
+    return _Sanitizer().text(value)
+
+
 class _Sanitizer:
     """Walks a message, copying it into plain JSON values and noting what it had to change."""
 

@@ -234,8 +234,10 @@ class WorkingMemoryFrame(BaseModel):
     injected_facts: list[str] = Field(default_factory=list)
     fact_ids: list[int] = Field(default_factory=list)
     importances: list[float] = Field(default_factory=list)
-    ranking: Literal["importance", "text", "embedding"] = "importance"
-    scores: list[float] = Field(default_factory=list)  # the weighted score (relevance ranking)
+    # what ranked these facts: importance alone; the priors alone (no question); relevance to
+    # the question by full text, by meaning, or both fused ("hybrid")
+    ranking: Literal["importance", "priors", "text", "vector", "hybrid"] = "importance"
+    scores: list[float] = Field(default_factory=list)  # the ranking's score (not importance)
     history: list[HistoryEntry] = Field(default_factory=list)  # newest first
     context: str = ""
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Literal
 
 import platformdirs
-from pydantic import AliasChoices, BaseModel, Field, SecretStr, model_validator
+from pydantic import AliasChoices, BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -32,6 +32,10 @@ def default_data_dir() -> Path:
     if os.name == "posix" and os.geteuid() == 0:
         return Path("/var/lib/agent-memory/pgdata")
     return Path(platformdirs.user_data_dir("agent-memory")) / "pgdata"
+
+
+# the embedding model that ships inside the wordllama wheel (see agent_memory/local_embedding.py)
+LOCAL_MODEL = "wordllama/l2_supercat_256"
 
 
 class DatabaseSettings(BaseSettings):
@@ -101,23 +105,54 @@ class MemorySettings(BaseSettings):
     )
     max_episode_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
 
-    # -- relevance-aware injection (the default, "importance", is the seed's ranking) --------
-    inject_ranking: Literal["importance", "relevance"] = Field(
-        default="importance",
-        description="importance: most important first; relevance: a weighted mix of "
-        "importance, recency and relevance to the latest user message",
+    # -- what inject returns (docs: README "How inject ranks") ---------------------------------
+    inject_ranking: Literal["hybrid", "importance", "text", "vector"] = Field(
+        default="hybrid",
+        description="hybrid: relevance to the latest user message by full text and by meaning, "
+        "fused by rank, with importance and recency as bounded priors; text or vector: one of "
+        "the two alone; importance: the most important facts, whatever is asked",
     )
-    inject_weight_importance: float = Field(default=1.0, ge=0.0, le=100.0)
-    inject_weight_recency: float = Field(default=1.0, ge=0.0, le=100.0)
-    inject_weight_relevance: float = Field(default=1.0, ge=0.0, le=100.0)
+    inject_weight_text: float = Field(
+        default=1.0, ge=0.0, le=100.0, description="weight of the full-text ranking in the fusion"
+    )
+    inject_weight_vector: float = Field(
+        default=1.0, ge=0.0, le=100.0, description="weight of the ranking by meaning in the fusion"
+    )
+    inject_fusion: Literal["rrf", "relative"] = Field(
+        default="rrf",
+        description="how the full-text and the meaning rankings are fused: rrf, by rank "
+        "(weight / (k + rank)); relative, by score, each ranking's scores scaled to [0, 1]",
+    )
+    inject_rrf_k: float = Field(
+        default=60.0,
+        gt=0.0,
+        le=10_000.0,
+        description="reciprocal rank fusion constant: a fact at rank r of a ranking adds "
+        "weight / (k + r)",
+    )
+    inject_prior_weight: float = Field(
+        default=0.1,
+        ge=0.0,
+        lt=1.0,
+        description="how far importance and recency may re-order matches: a match's fused "
+        "relevance is scaled by 1 - w + w * prior, so a prior only passes a match less than "
+        "that far ahead",
+    )
+    inject_weight_importance: float = Field(
+        default=1.0, ge=0.0, le=100.0, description="share of importance in the prior"
+    )
+    inject_weight_recency: float = Field(
+        default=1.0, ge=0.0, le=100.0, description="share of recency in the prior"
+    )
     inject_recency_half_life_days: float = Field(
         default=7.0, gt=0.0, le=36_500.0, description="days since last mention or use to halve"
     )
     inject_candidates: int = Field(
-        default=500,
+        default=100,
         ge=1,
         le=100_000,
-        description="most important facts scored per inject, besides every text match",
+        description="facts taken from each ranking (full text, meaning, importance) into the "
+        "fusion",
     )
     inject_reinforce: bool = Field(
         default=False,
@@ -127,15 +162,20 @@ class MemorySettings(BaseSettings):
         default=0, ge=0, le=100, description="recent episode summaries to inject (0: none)"
     )
 
+    @field_validator("inject_ranking", mode="before")
+    @classmethod
+    def _old_ranking_name(cls, value: object) -> object:
+        # "relevance" was the weighted mix this ranking replaced; it means the hybrid now
+        return "hybrid" if value == "relevance" else value
+
     @model_validator(mode="after")
     def _some_weight(self) -> MemorySettings:
-        weights = (
-            self.inject_weight_importance,
-            self.inject_weight_recency,
-            self.inject_weight_relevance,
-        )
-        if self.inject_ranking == "relevance" and not any(weights):
-            raise ValueError("inject_ranking 'relevance' needs at least one weight above 0")
+        if self.inject_ranking == "hybrid" and not (
+            self.inject_weight_text or self.inject_weight_vector
+        ):
+            raise ValueError(
+                "inject_ranking 'hybrid' needs inject_weight_text or inject_weight_vector above 0"
+            )
         if self.inject_candidates < self.inject_limit:
             raise ValueError(
                 f"inject_candidates ({self.inject_candidates}) is below inject_limit "
@@ -145,14 +185,21 @@ class MemorySettings(BaseSettings):
 
 
 class EmbeddingSettings(BaseSettings):
-    """The embedding model for relevance by meaning (litellm, stored with pgvector). Unset:
-    relevance by full-text search."""
+    """The embedding model for relevance by meaning, its vectors stored with pgvector.
+
+    Unset, the local model that ships inside the ``wordllama`` package embeds in-process (no
+    network, no key); any litellm embedding model replaces it when ``model`` is set.
+    ``enabled=False`` turns relevance by meaning off (full text only)."""
 
     model_config = SettingsConfigDict(
         env_prefix="AGENT_MEMORY_EMBEDDING_", env_file=".env", extra="ignore"
     )
 
-    model: str | None = Field(default=None, description="litellm embedding model name")
+    enabled: bool = Field(default=True, description="False: no vectors, full-text relevance")
+    model: str | None = Field(
+        default=None,
+        description=f"litellm embedding model name; unset: the bundled local model ({LOCAL_MODEL})",
+    )
     api_base: str | None = None
     api_key: SecretStr | None = None
     dimensions: int | None = Field(default=None, ge=1, le=16_000)
@@ -167,6 +214,18 @@ class EmbeddingSettings(BaseSettings):
         le=3600,
         description="no question embedding for this long after one failed",
     )
+
+    @property
+    def active_model(self) -> str | None:
+        """The model vectors are made with, None when relevance by meaning is off."""
+        if not self.enabled:
+            return None
+        return self.model or LOCAL_MODEL
+
+    @property
+    def local(self) -> bool:
+        """True when the bundled local model embeds (no network call)."""
+        return self.active_model == LOCAL_MODEL
 
 
 class JobSettings(BaseSettings):

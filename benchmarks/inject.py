@@ -12,7 +12,7 @@ full-text question matches a few facts of a scope, not all of them.
 * inject_relevance_text - relevance-aware inject (recall.RANKED_TEXT: importance, recency and
               full-text relevance to a question of 2-3 vocabulary words and stop words)
 * inject_relevance_embedding - the same ranking with relevance by cosine similarity of
-              embeddings (recall.RANKED_VECTOR, pgvector), excluding the embedding call: every
+              embeddings (recall.RANKED_HYBRID, pgvector), excluding the embedding call: every
               fact has a random unit-free vector of --dims dimensions, the question another
 * seed      - the seed's query (IS NOT DISTINCT FROM on the three parts, ORDER BY importance)
 * record    - storing an episode: one INSERT per episode (record), against 100 episodes in one
@@ -180,9 +180,7 @@ def relevance_params(scope: Scope, text: str | None, day: date) -> dict[str, Any
         on=day,
         min_importance=0.1,
         limit=20,
-        candidates=500,
-        weights=(1.0, 1.0, 1.0),
-        half_life_days=7.0,
+        candidates=100,
     )
 
 
@@ -298,7 +296,7 @@ def run(
             rel_plan = explain(conn, recall.RANKED_TEXT, relevance_params(*asks[0], day))
             emb_plan = explain(
                 conn,
-                recall.RANKED_VECTOR,
+                recall.RANKED_HYBRID,
                 {
                     **relevance_params(picks[0], None, day),
                     "model": EMBED_MODEL,

@@ -68,7 +68,6 @@ def evaluate(
     *,
     scope: Scope = SCOPE,
     k: int = 5,
-    weights: tuple[float, float, float] = (1.0, 1.0, 1.0),
 ) -> dict[str, Recall]:
     """recall@k of ``importance`` and ``relevance`` (full-text) ranking over ``questions``."""
     day = today()
@@ -82,9 +81,7 @@ def evaluate(
             on=day,
             min_importance=0.0,
             limit=k,
-            candidates=500,
-            weights=weights,
-            half_life_days=7.0,
+            candidates=100,
         )
         relevance.append(q["needs"] in [r[1] for r in recall_repo.ranked_sync(conn, params)])
     return {

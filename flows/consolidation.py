@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from agent_memory.consolidation import ScopeClaims, ScopeResult, merge
 from agent_memory.db.connection import resolve
 from agent_memory.db.pool import open_pool
-from agent_memory.embedding import Embedder, vectors_ready
+from agent_memory.embedding import TextEmbedder, make_embedder, vectors_ready
 from agent_memory.extraction import OfflineExtractor, build_extractor
 from agent_memory.models import Scope, Window
 from agent_memory.redact import known_secrets, redact
@@ -103,7 +103,7 @@ async def _one_scope(
     token_budget: int,
     window: Window | None = None,
     on_batch: OnBatch | None = None,
-    embedder: Embedder | None = None,
+    embedder: TextEmbedder | None = None,
 ) -> ScopeResult:
     done: list[ScopeResult] = []
     async with limit:
@@ -138,7 +138,7 @@ async def _one_scope(
 
 
 async def _embed(
-    pool: Any, scope: Scope, embedder: Embedder, result: ScopeResult, secrets: list[str | None]
+    pool: Any, scope: Scope, embedder: TextEmbedder, result: ScopeResult, secrets: list[str | None]
 ) -> None:
     """Embed the scope's new facts. The facts are already written: a failure here leaves them
     without embeddings (the next run, or ``agent-memory embed``, catches up), not the scope
@@ -154,10 +154,10 @@ async def _embed(
         result.repairs.append(f"{done.refused} fact(s) refused by embedding model {embedder.model}")
 
 
-def _embedder(settings: Settings) -> Embedder | None:
-    """The run's embedder, when a model is configured and pgvector is there (else a warning
-    and full-text relevance only)."""
-    if not settings.embedding.model:
+def _embedder(settings: Settings) -> TextEmbedder | None:
+    """The run's embedder, unless relevance by meaning is off or pgvector is missing (then a
+    warning, and full-text relevance only)."""
+    if settings.embedding.active_model is None:
         return None
     try:
         reason = vectors_ready(resolve(settings.db))
@@ -165,12 +165,13 @@ def _embedder(settings: Settings) -> Embedder | None:
         reason = f"could not check for pgvector: {exc}"
     if reason is not None:
         logging.getLogger(__name__).warning(
-            "AGENT_MEMORY_EMBEDDING_MODEL is set, but embeddings cannot be stored (%s); "
+            "relevance by meaning is on (%s), but embeddings cannot be stored (%s); "
             "relevance uses full-text search",
+            settings.embedding.active_model,
             reason,
         )
         return None
-    return Embedder(settings.embedding)
+    return make_embedder(settings.embedding)
 
 
 async def _one_batch(

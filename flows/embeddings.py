@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agent_memory.db import embeddings as embedding_repo
 from agent_memory.db.connection import resolve
 from agent_memory.db.pool import open_pool
-from agent_memory.embedding import Embedder, vectors_ready
+from agent_memory.embedding import make_embedder, vectors_ready
 from agent_memory.errors import EmbeddingError
 from agent_memory.settings import get_settings
 from tasks.consolidation import embed_facts
@@ -46,14 +46,15 @@ async def reembed_flow(
 ) -> dict[str, Any]:
     """Embed the facts the configured embedding model has not embedded yet."""
     settings = get_settings()
-    if not settings.embedding.model:
+    embedder = make_embedder(settings.embedding)
+    if embedder is None:
         raise EmbeddingError(
-            "no embedding model is configured (AGENT_MEMORY_EMBEDDING_MODEL): nothing to embed with"
+            "relevance by meaning is off (AGENT_MEMORY_EMBEDDING_ENABLED=false): nothing to "
+            "embed with"
         )
     reason = await asyncio.to_thread(vectors_ready, resolve(settings.db))
     if reason is not None:
         raise EmbeddingError(f"this database cannot store embeddings: {reason}")
-    embedder = Embedder(settings.embedding)
     async with open_pool(settings, max_size=2) as pool:
         if params.retry_rejected:
             async with pool.connection() as conn:

@@ -7,7 +7,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from agent_memory import consolidation as steps
 from agent_memory.consolidation import ScopeBatch, ScopeResult
-from agent_memory.embedding import Embedded, Embedder, embed_missing
+from agent_memory.embedding import Embedded, TextEmbedder, embed_missing
 from agent_memory.extraction.base import Extraction, Extractor
 from agent_memory.models import Scope, Window
 from tasks.policy import DB_RETRIES, EMBED_RETRIES, LLM_RETRIES, STEP
@@ -97,7 +97,7 @@ async def write_scope(
 async def embed_facts(
     pool: AsyncConnectionPool,
     scope: Scope | None,
-    embedder: Embedder,
+    embedder: TextEmbedder,
     scope_label: str,
     limit: int | None = None,
 ) -> Embedded:

@@ -50,7 +50,6 @@ def turn(settings: Settings, text: str) -> dict[str, Any]:
     done = run_python(
         TURN.format(text=text),
         settings,
-        AGENT_MEMORY_INJECT_RANKING="relevance",
         AGENT_MEMORY_INJECT_HISTORY="3",
     )
     assert done.returncode == 0, done.stderr
@@ -71,8 +70,8 @@ async def test_a_thread_continues_in_a_new_process_with_all_three_tiers(
     assert second["messages"][:2] == [TURN_1, "I know 0 facts"]
     assert second["messages"][2] == TURN_2
     memory = second["memory"]
-    # semantic: turn 1's facts, ranked against turn 2's question
-    assert memory["ranking"] == "text" and memory["injected_facts"]
+    # semantic: turn 1's facts, ranked against turn 2's question by full text and meaning
+    assert memory["ranking"] == "hybrid" and memory["injected_facts"]
     assert any("Python" in fact for fact in memory["injected_facts"])
     assert second["messages"][3] == f"I know {len(memory['injected_facts'])} facts"
     # episodic: turn 1's summary with its date

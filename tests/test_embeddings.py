@@ -36,7 +36,7 @@ def with_embeddings(
             "embedding": EmbeddingSettings(
                 model=model, api_base=fake_llm.api_base, api_key="sk-embed-SECRET"
             ),
-            "memory": MemorySettings(inject_ranking="relevance", inject_limit=5),
+            "memory": MemorySettings(inject_ranking="vector", inject_limit=5),
         }
     )
 
@@ -79,7 +79,7 @@ async def test_consolidation_embeds_new_facts_and_inject_ranks_by_meaning(
         assert len(fake_llm.embedding_requests) == 1  # one batch of 25, off the hot path
 
         frame = await manager.inject(DANA, query="Any tips for my daughter's violin practice?")
-        assert frame.ranking == "embedding"
+        assert frame.ranking == "vector"
         assert frame.injected_facts[0] == "User's daughter plays the violin."
         assert len(fake_llm.embedding_requests) == 2  # inject embedded just the question
         assert fake_llm.embedding_requests[-1]["input"] == [
@@ -120,7 +120,7 @@ async def test_reembedding_flow_moves_every_fact_to_a_new_model(
     try:
         # before re-embedding, the new model knows no fact: nothing breaks, none is "relevant"
         frame = await manager.inject(DANA, query="violin")
-        assert frame.ranking == "embedding" and len(frame.injected_facts) == 5
+        assert frame.ranking == "vector" and len(frame.injected_facts) == 5
         moved = await reembed_flow(EmbedParams())
         assert (moved["model"], moved["embedded_now"], moved["left"]) == ("openai/embed-b", 25, 0)
         models = db.execute("SELECT DISTINCT model FROM agent_memory.fact_embeddings").fetchall()
@@ -203,7 +203,7 @@ async def test_facts_the_model_refuses_are_set_aside_and_the_others_embedded(
 
         # inject still ranks by meaning; a refused fact is just not related by meaning
         frame = await manager.inject(DANA, query="When is the ETL job scheduled?")
-        assert frame.ranking == "embedding" and len(frame.injected_facts) == 5
+        assert frame.ranking == "vector" and len(frame.injected_facts) == 5
 
         # not asked for again: the runs go on past them
         again = await reembed_flow(EmbedParams())
@@ -453,9 +453,9 @@ async def test_a_question_the_model_refuses_is_ranked_by_full_text_and_the_next_
         assert "embedding the question was refused" in caplog.text
         assert "maximum context length" in caplog.text
         # the service is up: no cool-down, the next question is embedded (async and sync)
-        assert (await manager.inject(DANA, query="violin")).ranking == "embedding"
+        assert (await manager.inject(DANA, query="violin")).ranking == "vector"
         assert manager.inject_sync(DANA, query=long_question).ranking == "text"
-        assert manager.inject_sync(DANA, query="violin").ranking == "embedding"
+        assert manager.inject_sync(DANA, query="violin").ranking == "vector"
     finally:
         await manager.close()
 
@@ -479,9 +479,7 @@ async def test_stored_vectors_of_other_dimensions_count_as_unrelated_not_as_an_e
         on=today(),
         min_importance=0.0,
         limit=5,
-        candidates=500,
-        weights=(1.0, 1.0, 1.0),
-        half_life_days=7.0,
+        candidates=100,
     )
     rows = recall_repo.ranked_sync(db, {**params, "model": "openai/embed-a"}, [1.0] * 8)
     assert len(rows) == 5  # ranked by importance and recency; no "different dimensions" error

@@ -19,6 +19,7 @@ from agent_memory.models import Scope
 from agent_memory.settings import MemorySettings, Settings
 from benchmarks.retrieval import SCOPE, evaluate, labelled_set, load_facts
 from tests.fake_llm import FakeLLM, Reply
+from tests.vectors import embed_all
 
 ALEX = Scope("alex", "assistant")
 
@@ -42,13 +43,15 @@ def store(db: psycopg.Connection[Any], scope: Scope, facts: dict[str, float], **
         )
 
 
-async def test_importance_only_ranking_is_the_default_and_reads_only(
+async def test_hybrid_is_the_default_and_importance_stays_selectable(
     settings: Settings, db: psycopg.Connection[Any]
 ) -> None:
-    assert MemorySettings().inject_ranking == "importance"
+    assert MemorySettings().inject_ranking == "hybrid"
+    # the weighted mix this ranking replaced was called "relevance": it means the hybrid now
+    assert MemorySettings(inject_ranking="relevance").inject_ranking == "hybrid"
     load_facts(db, ALEX, labelled_set()["facts"])
     before = db.execute("SELECT id, xmin::text FROM agent_memory.memory_items ORDER BY id")
-    manager = await MemoryManager.create(settings=settings, migrate=False)
+    manager = await tuned(settings, inject_ranking="importance")
     try:
         frame = await manager.inject(ALEX, query="Any tips for my daughter's violin practice?")
         # the seed's ranking: the top by importance, whatever the question
@@ -63,13 +66,10 @@ async def test_importance_only_ranking_is_the_default_and_reads_only(
         await manager.close()
     after = db.execute("SELECT id, xmin::text FROM agent_memory.memory_items ORDER BY id")
     assert before.fetchall() == after.fetchall()  # nothing written
-    with pytest.raises(ValueError, match="at least one weight"):
-        MemorySettings(
-            inject_ranking="relevance",
-            inject_weight_importance=0,
-            inject_weight_recency=0,
-            inject_weight_relevance=0,
-        )
+    with pytest.raises(ValueError, match="inject_weight_text or inject_weight_vector"):
+        MemorySettings(inject_weight_text=0, inject_weight_vector=0)
+    with pytest.raises(ValueError, match="inject_prior_weight"):
+        MemorySettings(inject_prior_weight=1.0)  # a prior may re-order matches, never decide
     with pytest.raises(ValueError, match=r"inject_candidates \(5\) is below inject_limit \(20\)"):
         MemorySettings(inject_candidates=5)
 
@@ -94,7 +94,8 @@ async def test_inject_node_ranks_by_the_latest_user_message(
     settings: Settings, db: psycopg.Connection[Any]
 ) -> None:
     load_facts(db, ALEX, labelled_set()["facts"])
-    manager = await tuned(settings, inject_ranking="relevance", inject_limit=3)
+    manager = await tuned(settings, inject_limit=3)
+    await embed_all(manager)
     try:
 
         def agent(state: dict[str, Any]) -> dict[str, Any]:
@@ -115,73 +116,97 @@ async def test_inject_node_ranks_by_the_latest_user_message(
     finally:
         await manager.close()
     frame = out["working_memory"]
-    assert frame["ranking"] == "text"
+    assert frame["ranking"] == "hybrid"  # full text and the bundled model, fused
     assert frame["injected_facts"][0] == "User's daughter plays the violin."
     assert len(frame["scores"]) == 3 and frame["scores"] == sorted(frame["scores"], reverse=True)
     assert "- User's daughter plays the violin." in frame["context"]
 
 
-async def test_each_weight_alone_gives_its_own_order(
+CHESS = "Who should I play chess with?"
+
+
+async def test_priors_reorder_comparable_matches_and_never_lift_a_non_match(
+    settings: Settings, db: psycopg.Connection[Any]
+) -> None:
+    now = datetime.now(UTC)
+    month_ago = now - timedelta(days=30)
+    # the best match, but faded and old: its prior is near 0
+    store(db, ALEX, {"User plays chess.": 0.3}, at=month_ago)
+    # a weaker match (a longer text: a lower ts_rank), important and recent: its prior is 1
+    store(db, ALEX, {"User plays chess in a club on Sundays near the old harbour.": 1.0})
+    # no match at all, however important and recent
+    store(db, ALEX, {"User loves jazz.": 1.0})
+
+    async def order(**memory: Any) -> list[str]:
+        manager = await tuned(settings, inject_ranking="text", inject_min_importance=0, **memory)
+        try:
+            return (await manager.inject(ALEX, query=CHESS)).injected_facts
+        finally:
+            await manager.close()
+
+    short, long, jazz = (
+        "User plays chess.",
+        "User plays chess in a club on Sundays near the old harbour.",
+        "User loves jazz.",
+    )
+    # relevance alone: the better match first; the non-match after every match
+    assert await order(inject_prior_weight=0) == [short, long, jazz]
+    # ranks 1 and 2 are comparable (1/61 against 1/62): the default prior re-orders them
+    assert await order() == [long, short, jazz]
+    # with the prior all but deciding, the non-match still follows every match
+    assert (await order(inject_prior_weight=0.99))[-1] == jazz
+    # the prior's parts: importance alone, recency alone
+    assert await order(inject_weight_recency=0) == [long, short, jazz]
+    assert await order(inject_weight_importance=0) == [long, short, jazz]
+
+
+async def test_a_prior_cannot_lift_a_much_weaker_match(
+    settings: Settings, db: psycopg.Connection[Any]
+) -> None:
+    month_ago = datetime.now(UTC) - timedelta(days=30)
+    store(db, ALEX, {"User plays chess.": 0.2}, at=month_ago)
+    # 29 weaker matches, each important and said today
+    store(
+        db, ALEX, {f"User plays chess with friend number {n} of the club.": 1.0 for n in range(29)}
+    )
+    manager = await tuned(settings, inject_ranking="text", inject_min_importance=0, inject_limit=30)
+    try:
+        frame = await manager.inject(ALEX, query=CHESS)
+    finally:
+        await manager.close()
+    # the best match (rank 1 by full text), its prior near 0: 1/61 * (0.9 + 0.1 * prior); the
+    # others have prior 1, so keep 1/(60 + rank): ranks 2-7 (down to 1/67) pass it, none after
+    prior = (0.2 * 0.95**30 + 0.5 ** (30 / 7)) / 2
+    assert frame.injected_facts.index("User plays chess.") == 6
+    assert frame.scores[6] == pytest.approx(1 / 61 * (0.9 + 0.1 * prior), rel=1e-4)
+    assert frame.scores[-1] == pytest.approx(1 / 90, rel=1e-4)  # rank 30
+
+
+async def test_no_question_ranks_by_the_priors_alone(
     settings: Settings, db: psycopg.Connection[Any]
 ) -> None:
     now = datetime.now(UTC)
     store(db, ALEX, {"User loves jazz.": 0.9})
     store(db, ALEX, {"User plays chess on Sundays.": 0.5}, at=now - timedelta(days=1))
     store(db, ALEX, {"User once visited Oslo.": 0.95}, at=now - timedelta(days=30))
-    query = "Who should I play chess with?"
 
-    async def order(w_i: float, w_r: float, w_v: float) -> list[str]:
-        manager = await tuned(
-            settings,
-            inject_ranking="relevance",
-            inject_weight_importance=w_i,
-            inject_weight_recency=w_r,
-            inject_weight_relevance=w_v,
-        )
+    async def order(w_i: float, w_r: float, query: str | None = None) -> list[str]:
+        manager = await tuned(settings, inject_weight_importance=w_i, inject_weight_recency=w_r)
         try:
-            return (await manager.inject(ALEX, query=query)).injected_facts
+            frame = await manager.inject(ALEX, query=query)
+            assert frame.ranking == "priors" and frame.scores == sorted(frame.scores, reverse=True)
+            return frame.injected_facts
         finally:
             await manager.close()
 
     # Oslo: 0.95 faded by 30 days is ~0.2; jazz 0.9 today; chess 0.5 * 0.95 yesterday
-    assert await order(1, 0, 0) == ["User loves jazz.", "User plays chess on Sundays.",
-                                    "User once visited Oslo."]  # fmt: skip
-    assert (await order(0, 1, 0))[:2] == ["User loves jazz.", "User plays chess on Sundays."]
-    assert (await order(0, 0, 1))[0] == "User plays chess on Sundays."
-    # no words in common, no stop words only: relevance is 0 for all, importance decides
-    manager = await tuned(settings, inject_ranking="relevance")
-    try:
-        for silent in (None, "", "the and of", "?!"):
-            frame = await manager.inject(ALEX, query=silent)
-            assert frame.injected_facts[0] == "User loves jazz.", silent
-        # the sync face (sync graphs) ranks the same way
-        assert manager.inject_sync(ALEX, query=query) == await manager.inject(ALEX, query=query)
-    finally:
-        await manager.close()
-
-
-async def test_normalisation_keeps_a_small_scale_component_from_being_drowned(
-    settings: Settings, db: psycopg.Connection[Any]
-) -> None:
-    # ts_rank values are tiny (~0.1) next to importance (~0.9): unnormalised, importance would
-    # always win; normalised, equal weights let a strong text match beat a small importance gap
-    store(
-        db,
-        ALEX,
-        {
-            "User's favourite colour is green.": 0.9,
-            "User rides a red bicycle.": 0.8,
-            "User has a cat.": 0.1,
-        },
-    )
-    manager = await tuned(settings, inject_ranking="relevance", inject_weight_recency=0)
-    try:
-        frame = await manager.inject(ALEX, query="Which bicycle should I ride?")
-    finally:
-        await manager.close()
-    assert frame.injected_facts[0] == "User rides a red bicycle."
-    # importance (0.8 - 0.1) / (0.9 - 0.1) plus relevance 1; green: importance 1, relevance 0
-    assert frame.scores == [pytest.approx(0.875 + 1.0), pytest.approx(1.0), 0.0]
+    assert await order(1, 0) == ["User loves jazz.", "User plays chess on Sundays.",
+                                 "User once visited Oslo."]  # fmt: skip
+    assert await order(0, 1) == ["User loves jazz.", "User plays chess on Sundays.",
+                                 "User once visited Oslo."]  # fmt: skip
+    # a message with nothing to search for is no question either
+    for silent in ("", "   ", "\n\t"):
+        assert await order(1, 1, silent) == await order(1, 1)
 
 
 async def test_a_used_fact_keeps_its_importance_when_reinforcement_is_on(

@@ -1,16 +1,31 @@
-"""Relevance-aware recall of a scope's facts, reinforcement on use, and the episodic log.
+"""Relevance-led recall of a scope's facts, reinforcement on use, and the episodic log.
 
-Ranking, as in Generative Agents: score = w_i * importance + w_r * recency + w_v * relevance,
-each component min-max normalised over the scored candidates so that no one of them dominates
-by its scale. The candidates are the scope's ``candidates`` most important current facts; a
-scope larger than that adds its ``candidates`` most important facts that match the question
-(text) or are nearest to it (embeddings), so a relevant fact of low importance is still found.
+Hybrid ranking (``AGENT_MEMORY_INJECT_RANKING=hybrid``, the default). Relevance decides; the
+priors only order comparable matches:
 
-* importance: the current (decayed) importance;
-* recency: 0.5 ** (days since the fact was last mentioned or used / half-life), computed as
-  exp(-ln 2 * days / half-life) floored so that a very old fact is ~0, never an underflow;
-* relevance: full-text ``ts_rank`` of the fact against the latest user message (any of its
-  words, stemmed), or cosine similarity of embeddings (see :mod:`agent_memory.db.embeddings`).
+* candidates: the scope's ``candidates`` best full-text matches of the question (``ts_rank``,
+  any of its words, stemmed) and its ``candidates`` nearest facts by meaning (cosine distance
+  of embeddings, pgvector), each a ranking;
+* fusion (``relevance``): reciprocal rank fusion by default, ``sum over the rankings of
+  w / (k + rank)`` (Cormack et al., 2009): it needs no calibration between ``ts_rank`` and
+  cosine scales, and a fact both rankings find beats one that only one of them finds at a
+  similar rank. ``fusion="relative"`` fuses scores instead, ``sum of w * n`` with each
+  ranking's scores scaled to [0, 1] (``ts_rank / best``; cosine distance min-max over the
+  nearest candidates, so the farthest of them counts as no match), which keeps the gaps that
+  ranks flatten;
+* priors: ``prior = (w_i * importance + w_r * recency) / (w_i + w_r)``, both in [0, 1]
+  (importance is the current, decayed one; recency halves every ``half_life`` days since the
+  fact was last mentioned or used);
+* score of a match: ``relevance * (1 - p + p * prior)`` with ``p = prior_weight`` < 1. The prior can
+  lower a match's relevance by at most the factor ``1 - p``, so it re-orders only matches whose
+  fused relevance lies within that factor of each other, and never lifts a fact that does not
+  match above one that does;
+* the rest: when fewer than ``limit`` facts match, the scope's most important facts follow
+  every match, ordered by the prior alone, with score 0;
+* no question (a proactive agent, the first turn): the prior alone, over the scope's
+  ``candidates`` most important facts.
+
+``text`` or ``vector`` rankings are the same query with one side left out.
 """
 
 from __future__ import annotations
@@ -27,92 +42,159 @@ from agent_memory.decay import MIN_IMPORTANCE, day_index
 from agent_memory.models import Episode, HistoryEntry, Scope
 
 # Any word of the message, stemmed: plainto_tsquery ANDs the words (and chains compounds with
-# <->); every operator between two quoted lexemes becomes OR. NULL text: no relevance.
+# <->); every operator between two quoted lexemes becomes OR. NULL text: no relevance. A
+# message of stop words or punctuation only gives an empty query, which matches nothing.
 _QUERY = """(SELECT regexp_replace(plainto_tsquery('english', %(text)s)::text,
                                   ' (&|<->|<[0-9]+>) ', ' | ', 'g')::tsquery AS q)"""
 
 _CURRENT = f"""{SCOPE_MATCH} AND m.superseded_at IS NULL
       AND m.decay_rank >= ln(%(min_importance)s) + %(day)s * {LAMBDA}"""
 
-_SCORE = f"""
-scored AS (
-    SELECT m.id, m.content, m.decay_rank,
-           least(1.0, exp(greatest(m.decay_rank - %(day)s * {LAMBDA}, -700))) AS importance,
-           exp(greatest(-ln(2) * greatest(%(day)s - agent_memory.day_index(m.importance_at), 0)
-                        / %(half_life)s::float8, -700)) AS recency,
-           {{relevance}} AS relevance
-    FROM candidates c JOIN agent_memory.memory_items m ON m.id = c.id {{join}}
-),
-normalised AS (
-    SELECT *,
-        coalesce((importance - min(importance) OVER w)
-                 / nullif(max(importance) OVER w - min(importance) OVER w, 0), 0) AS n_importance,
-        coalesce((recency - min(recency) OVER w)
-                 / nullif(max(recency) OVER w - min(recency) OVER w, 0), 0) AS n_recency,
-        coalesce((relevance - min(relevance) OVER w)
-                 / nullif(max(relevance) OVER w - min(relevance) OVER w, 0), 0) AS n_relevance
-    FROM scored
-    WINDOW w AS ()
-)
-SELECT id, content, importance,
-       %(w_importance)s * n_importance + %(w_recency)s * n_recency
-       + %(w_relevance)s * n_relevance AS score
-FROM normalised
-ORDER BY score DESC, decay_rank DESC, id
-LIMIT %(limit)s
-"""
+# The scope's best full-text matches, as a ranking.
+_TEXT_HITS = f"""text_hits AS (
+    SELECT id, row_number() OVER (ORDER BY rank DESC, decay_rank DESC, id) AS r,
+           coalesce(rank / nullif(max(rank) OVER (), 0), 1) AS n
+    FROM (SELECT m.id, m.decay_rank, ts_rank(m.search, query.q, 1) AS rank
+          FROM agent_memory.memory_items m, query
+          WHERE query.q IS NOT NULL AND {_CURRENT} AND m.search @@ query.q) AS matches
+    ORDER BY r LIMIT %(candidates)s
+)"""
 
-# The scope's most important current facts. A scope with fewer than ``candidates`` of them is
-# all here, so the second branch of the queries below (matches, nearest) is only run for a
-# larger scope: a prepared statement's generic plan cannot tell how many rows the question's
-# words match, and would otherwise AND the scope with a GIN bitmap of every scope's matches
-# (7.3 ms instead of 0.96 ms p50 at 1M facts over 10k scopes).
-_TOP = f"""top AS (
+# The scope's nearest facts by meaning, as a ranking. A stored vector of other dimensions than
+# the question's (the model's output size changed) counts as unrelated rather than failing.
+_VECTOR_HITS = f"""vector_hits AS (
+    SELECT id, row_number() OVER (ORDER BY distance, id) AS r,
+           coalesce((max(distance) OVER () - distance)
+                    / nullif(max(distance) OVER () - min(distance) OVER (), 0), 1) AS n
+    FROM (SELECT m.id, e.embedding <=> %(vector)s::vector AS distance
+          FROM agent_memory.memory_items m
+          JOIN agent_memory.fact_embeddings e ON e.fact_id = m.id AND e.model = %(model)s
+               AND vector_dims(e.embedding) = vector_dims(%(vector)s::vector)
+          WHERE %(vector)s::text IS NOT NULL AND {_CURRENT}
+          ORDER BY distance LIMIT %(candidates)s) AS nearest
+)"""
+
+_NO_VECTOR_HITS = """vector_hits AS (
+    SELECT NULL::bigint AS id, NULL::bigint AS r, NULL::float8 AS n WHERE false
+)"""
+
+_RANK = f"""
+WITH query AS {_QUERY},
+{_TEXT_HITS},
+{{vector_hits}},
+top AS (
     SELECT m.id FROM agent_memory.memory_items m
     WHERE {_CURRENT}
     ORDER BY m.decay_rank DESC LIMIT %(candidates)s
-)"""
-_LARGE_SCOPE = "(SELECT count(*) FROM top) >= %(candidates)s"
-
-# Full-text relevance: the most important candidates, plus the scope's text matches.
-RANKED_TEXT = f"""
-WITH query AS {_QUERY},
-{_TOP},
-candidates AS (
-    SELECT id FROM top
-    UNION
-    (SELECT m.id FROM agent_memory.memory_items m, query
-     WHERE {_LARGE_SCOPE} AND {_CURRENT} AND m.search @@ query.q
-     ORDER BY m.decay_rank DESC LIMIT %(candidates)s)
 ),
-{
-    _SCORE.format(
-        relevance="coalesce(ts_rank(m.search, query.q, 1), 0)",
-        join="CROSS JOIN query",
-    )
-}"""
-
-# Embedding relevance: the most important candidates, plus the scope's nearest facts. A stored
-# vector of other dimensions than the question's (the model's output size changed) counts as
-# unrelated rather than failing the query.
-RANKED_VECTOR = f"""
-WITH {_TOP},
-candidates AS (
-    SELECT id FROM top
-    UNION
-    (SELECT m.id FROM agent_memory.memory_items m
-     JOIN agent_memory.fact_embeddings e ON e.fact_id = m.id AND e.model = %(model)s
-          AND vector_dims(e.embedding) = vector_dims(%(vector)s::vector)
-     WHERE {_LARGE_SCOPE} AND {_CURRENT}
-     ORDER BY e.embedding <=> %(vector)s::vector LIMIT %(candidates)s)
+fused AS (
+    SELECT id,
+           sum(CASE WHEN %(fusion)s = 'rrf' THEN w / (%(rrf_k)s + r) ELSE w * n END) AS relevance
+    FROM (SELECT id, r, n, %(w_text)s::float8 AS w FROM text_hits
+          UNION ALL
+          SELECT id, r, n, %(w_vector)s::float8 FROM vector_hits) AS hits
+    GROUP BY id
 ),
-{
-    _SCORE.format(
-        relevance="coalesce(1 - (e.embedding <=> %(vector)s::vector), 0)",
-        join="LEFT JOIN agent_memory.fact_embeddings e ON e.fact_id = m.id AND e.model = %(model)s"
-        " AND vector_dims(e.embedding) = vector_dims(%(vector)s::vector)",
-    )
-}"""
+candidates AS (
+    SELECT id, relevance FROM fused WHERE relevance > 0
+    UNION ALL
+    SELECT id, 0 FROM top WHERE id NOT IN (SELECT id FROM fused WHERE relevance > 0)
+),
+scored AS (
+    SELECT m.id, m.content, m.decay_rank, c.relevance,
+           least(1.0, exp(greatest(m.decay_rank - %(day)s * {LAMBDA}, -700))) AS importance,
+           exp(greatest(-ln(2) * greatest(%(day)s - agent_memory.day_index(m.importance_at), 0)
+                        / %(half_life)s::float8, -700)) AS recency
+    FROM candidates c JOIN agent_memory.memory_items m ON m.id = c.id
+),
+priored AS (
+    SELECT *, coalesce((%(w_importance)s * importance + %(w_recency)s * recency)
+                       / nullif(%(w_importance)s + %(w_recency)s, 0), 0) AS prior
+    FROM scored
+)
+SELECT id, content, importance,
+       CASE WHEN relevance > 0 THEN relevance * (1 - %(prior_weight)s + %(prior_weight)s * prior)
+            WHEN %(text)s::text IS NULL AND %(vector)s::text IS NULL THEN prior
+            ELSE 0 END AS score
+FROM priored
+ORDER BY relevance > 0 DESC, score DESC, prior DESC, decay_rank DESC, id
+LIMIT %(limit)s
+"""
+
+# Full text alone (also what runs where pgvector is missing: no reference to its types).
+RANKED_TEXT = _RANK.format(vector_hits=_NO_VECTOR_HITS)
+# Full text and meaning (or meaning alone, with no text).
+RANKED_HYBRID = _RANK.format(vector_hits=_VECTOR_HITS)
+
+
+def ranked_params(
+    scope: Scope,
+    text: str | None,
+    *,
+    on: date,
+    min_importance: float,
+    limit: int,
+    candidates: int,
+    priors: tuple[float, float] = (1.0, 1.0),
+    fusion_weights: tuple[float, float] = (1.0, 1.0),
+    fusion: str = "rrf",
+    rrf_k: float = 60.0,
+    prior_weight: float = 0.1,
+    half_life_days: float = 7.0,
+) -> dict[str, Any]:
+    """The parameters of one ranking: ``priors`` the weights of importance and recency in the
+    prior, ``fusion_weights`` those of the full-text and the meaning rankings, ``fusion`` how
+    the rankings are fused, ``rrf`` or ``relative`` (see the module).
+    """
+    return {
+        **scope.as_dict(),
+        "text": text,
+        "vector": None,
+        "model": None,
+        "day": day_index(on),
+        "min_importance": max(min_importance, MIN_IMPORTANCE),
+        "limit": limit,
+        "candidates": candidates,
+        "w_importance": priors[0],
+        "w_recency": priors[1],
+        "w_text": fusion_weights[0],
+        "w_vector": fusion_weights[1],
+        "fusion": fusion,
+        "rrf_k": rrf_k,
+        "prior_weight": prior_weight,
+        "half_life": half_life_days,
+    }
+
+
+Ranked = list[tuple[int, str, float, float]]  # fact id, content, importance, score
+
+
+def _rows(rows: list[Any]) -> Ranked:
+    return [(int(r[0]), str(r[1]), float(r[2]), float(r[3])) for r in rows]
+
+
+def _statement(params: dict[str, Any], vector: list[float] | None) -> tuple[str, dict[str, Any]]:
+    if vector is None:
+        return RANKED_TEXT, params
+    return RANKED_HYBRID, {**params, "vector": vector_text(vector)}
+
+
+async def ranked(
+    conn: psycopg.AsyncConnection[Any], params: dict[str, Any], vector: list[float] | None = None
+) -> Ranked:
+    """The best facts by the hybrid score (see the module): by full text, and by meaning too
+    when ``vector`` (the question's embedding) and ``params["model"]`` are given."""
+    query, values = _statement(params, vector)
+    cur = await conn.execute(query, values)
+    return _rows(await cur.fetchall())
+
+
+def ranked_sync(
+    conn: psycopg.Connection[Any], params: dict[str, Any], vector: list[float] | None = None
+) -> Ranked:
+    query, values = _statement(params, vector)
+    return _rows(conn.execute(query, values).fetchall())
+
 
 # Restart the decay clock of facts just used: each is as important today as when it was last
 # mentioned. At most once a day per fact (decay moves in whole days), so a busy agent does not
@@ -158,59 +240,6 @@ WHERE {SCOPE_MATCH}
 ORDER BY occurred_at, id
 LIMIT %(limit)s
 """
-
-
-def ranked_params(
-    scope: Scope,
-    text: str | None,
-    *,
-    on: date,
-    min_importance: float,
-    limit: int,
-    candidates: int,
-    weights: tuple[float, float, float],
-    half_life_days: float,
-) -> dict[str, Any]:
-    return {
-        **scope.as_dict(),
-        "text": text,
-        "day": day_index(on),
-        "min_importance": max(min_importance, MIN_IMPORTANCE),
-        "limit": limit,
-        "candidates": candidates,
-        "w_importance": weights[0],
-        "w_recency": weights[1],
-        "w_relevance": weights[2],
-        "half_life": half_life_days,
-    }
-
-
-Ranked = list[tuple[int, str, float, float]]  # fact id, content, importance, score
-
-
-def _rows(rows: list[Any]) -> Ranked:
-    return [(int(r[0]), str(r[1]), float(r[2]), float(r[3])) for r in rows]
-
-
-async def ranked(
-    conn: psycopg.AsyncConnection[Any], params: dict[str, Any], vector: list[float] | None = None
-) -> Ranked:
-    """The best facts by the weighted score (see the module); by full-text relevance, or by
-    embeddings when ``vector`` (the question's embedding) and ``params["model"]`` are given."""
-    query = RANKED_VECTOR if vector is not None else RANKED_TEXT
-    cur = await conn.execute(query, {**params, "vector": _vector(vector)})
-    return _rows(await cur.fetchall())
-
-
-def ranked_sync(
-    conn: psycopg.Connection[Any], params: dict[str, Any], vector: list[float] | None = None
-) -> Ranked:
-    query = RANKED_VECTOR if vector is not None else RANKED_TEXT
-    return _rows(conn.execute(query, {**params, "vector": _vector(vector)}).fetchall())
-
-
-def _vector(vector: list[float] | None) -> str | None:
-    return None if vector is None else vector_text(vector)
 
 
 def refresh_params(scope: Scope, ids: list[int], at: datetime) -> dict[str, Any]:

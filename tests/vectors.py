@@ -1,0 +1,13 @@
+"""Embedding the facts a test stored, as the consolidation flow would."""
+
+from __future__ import annotations
+
+from agent_memory.embedding import embed_missing, make_embedder
+from agent_memory.manager import MemoryManager
+
+
+async def embed_all(manager: MemoryManager) -> int:
+    """Embed every current fact with the manager's model (the bundled one by default)."""
+    embedder = make_embedder(manager.settings.embedding)
+    assert embedder is not None
+    return (await embed_missing(await manager._apool(), embedder)).stored
