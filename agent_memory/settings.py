@@ -119,9 +119,10 @@ class MemorySettings(BaseSettings):
         default=1.0, ge=0.0, le=100.0, description="weight of the ranking by meaning in the fusion"
     )
     inject_fusion: Literal["rrf", "relative"] = Field(
-        default="rrf",
-        description="how the full-text and the meaning rankings are fused: rrf, by rank "
-        "(weight / (k + rank)); relative, by score, each ranking's scores scaled to [0, 1]",
+        default="relative",
+        description="how the full-text and the meaning rankings are fused: relative, by "
+        "score, each ranking's scores scaled to [0, 1] (full text: the share of the question's "
+        "weight a fact holds); rrf, by rank (weight / (k + rank))",
     )
     inject_rrf_k: float = Field(
         default=60.0,

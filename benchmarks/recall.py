@@ -51,7 +51,16 @@ from agent_memory.errors import BackfillError
 from agent_memory.settings import DatabaseSettings, LLMSettings, MemorySettings, Settings
 from benchmarks import recall_set
 
-RANKINGS = ("importance", "text", "vector", "hybrid")
+# each ranking a label and the memory settings it overrides; the hybrid under both fusions, so
+# one run says what the choice of fusion is worth
+RANKINGS: dict[str, dict[str, Any]] = {
+    "importance": {"inject_ranking": "importance"},
+    "text": {"inject_ranking": "text"},
+    "vector": {"inject_ranking": "vector"},
+    "hybrid": {"inject_ranking": "hybrid"},
+    "hybrid_rrf": {"inject_ranking": "hybrid", "inject_fusion": "rrf"},
+    "hybrid_relative": {"inject_ranking": "hybrid", "inject_fusion": "relative"},
+}
 KS = (5, 10, 20)
 DB_NAME = "agent_memory_recall"
 AGENT = "eval"
@@ -258,19 +267,19 @@ async def ask_all(
     settings: Settings,
     conversations: list[dict[str, Any]],
     turns: dict[int, str],
-    rankings: Iterable[str] = RANKINGS,
+    rankings: dict[str, dict[str, Any]] = RANKINGS,
 ) -> dict[str, Any]:
     from agent_memory.manager import MemoryManager
     from agent_memory.models import Scope
 
     results: dict[str, Any] = {}
-    for ranking in rankings:
+    for ranking, overrides in rankings.items():
         memory = MemorySettings(
             **{
                 **settings.memory.model_dump(),
-                "inject_ranking": ranking,
                 "inject_min_importance": 0.0,
                 "inject_limit": max(KS),
+                **overrides,
             }
         )
         manager = await MemoryManager.create(
@@ -331,6 +340,7 @@ async def evaluate(
         "extractor": settings.llm.model or "offline-rules",
         "load_and_consolidate_s": round(load_s, 1),
         "consolidation_runs": runs,
+        "fusion": settings.memory.inject_fusion,  # what "hybrid" used
         "rankings": results,
     }
 

@@ -35,6 +35,7 @@ KINDS: dict[str, tuple[str, list[tuple[str, str]]]] = {
             ("What is my {pet} called?", "lexical"),
             ("Which animal lives with me now?", "paraphrase"),
             ("When did {pet_name} join the family?", "temporal"),
+            ("Any news about {pet_name}?", "lexical"),
         ],
     ),
     "instrument": (
@@ -60,7 +61,7 @@ KINDS: dict[str, tuple[str, list[tuple[str, str]]]] = {
         ],
     ),
     "car": (
-        "I bought a used {car} to get to the office.",
+        "I bought a used car, a {car}, to get to the office.",
         [
             ("What car did I buy?", "lexical"),
             ("Which vehicle do I commute in?", "paraphrase"),
@@ -79,6 +80,7 @@ KINDS: dict[str, tuple[str, list[tuple[str, str]]]] = {
             ("Where did I book flights to?", "lexical"),
             ("Which destination is my upcoming holiday?", "paraphrase"),
             ("When did I book the {country} flights?", "temporal"),
+            ("What are my plans for {country}?", "lexical"),
         ],
     ),
     "injury": (
@@ -87,6 +89,7 @@ KINDS: dict[str, tuple[str, list[tuple[str, str]]]] = {
             ("What did I break skiing?", "lexical"),
             ("Which part of my body got hurt on the slopes?", "paraphrase"),
             ("When did I break my {bone}?", "temporal"),
+            ("What happened in {resort}?", "lexical"),
         ],
     ),
     "language": (
@@ -100,7 +103,8 @@ KINDS: dict[str, tuple[str, list[tuple[str, str]]]] = {
         "My sister {sister} is getting married in {wedding_month}.",
         [
             ("When is {sister} getting married?", "lexical"),
-            ("Is a family wedding coming up soon?", "lexical"),
+            ("Who is {sister}?", "lexical"),
+            ("Is a family wedding coming up soon?", "paraphrase"),
             ("Does anyone close to me have a ceremony planned?", "paraphrase"),
         ],
     ),
@@ -125,18 +129,42 @@ CHANGES: dict[str, tuple[str, str, list[tuple[str, str]]]] = {
     "job": (
         "I work as a {job1} at {company1}.",
         "Big news: I just started a new role as a {job2} at {company2}!",
-        [("Where do I work now?", "changed"), ("What is my current position?", "changed")],
+        [
+            ("Where do I work now?", "changed"),
+            ("What is my current position?", "changed"),
+            ("What do I do at {company2}?", "lexical"),
+        ],
     ),
     "home": (
         "We rent a small flat in {city1}.",
         "We finally moved to {city2} last week, the boxes are everywhere.",
-        [("Which city do I live in now?", "changed")],
+        [("Which city do I live in now?", "changed"), ("How is life in {city2}?", "lexical")],
     ),
     "coffee": (
         "My usual order is a {drink1} every morning.",
         "These days I've switched to {drink2} instead of my old order.",
         [("What do I drink in the morning these days?", "changed")],
     ),
+}
+
+# What others do, with another person's values: near the fact in words and in meaning, but
+# not about the user, so it answers nothing (as in real conversations).
+OTHERS: dict[str, str] = {
+    "pet": "My colleague just got a {pet} as well, it chews everything.",
+    "instrument": "My cousin plays the {instrument} in an amateur orchestra.",
+    "allergy": "My nephew can't have {allergen} either, so birthday parties are tricky.",
+    "race": "My brother wants to run the {race} next year.",
+    "car": "My neighbour drives a {car} and keeps bragging about it.",
+    "book": "My book club picked {book} for next month, but I haven't started it.",
+    "trip": "My parents went to {country} years ago and still talk about it.",
+    "injury": "A friend of mine hurt her {bone} playing tennis.",
+    "language": "My partner speaks fluent {language}.",
+    "sibling": "My colleague {sister} is organising the office party.",
+    "diet": "My dad loves a barbecue with plenty of sausages and ribs.",
+    "garden": "The neighbours grow {plants} on their balcony.",
+    "job": "My friend works as a {job1} at {company1}.",
+    "home": "My best friend lives in {city1}.",
+    "coffee": "My boss drinks {drink1} all day long.",
 }
 
 PEOPLE: list[dict[str, str]] = [
@@ -290,6 +318,10 @@ def content_words(text: str) -> set[str]:
     return {_stem(w) for w in re.findall(r"[\w']+", text.lower()) if w not in _STOP}
 
 
+def _questions(kind: str) -> list[tuple[str, str]]:
+    return KINDS[kind][1] if kind in KINDS else CHANGES[kind][2]
+
+
 def _echo(statement: str) -> str:
     """The assistant repeating a statement back, in the second person."""
     text = re.sub(r"\bI'm\b", "you're", statement)
@@ -320,7 +352,10 @@ def _conversation(index: int, person: dict[str, str], rng: random.Random) -> dic
         stories.insert(
             rng.randrange(2 * len(stories) // 3, len(stories) + 1), (k, "new", CHANGES[k][1])
         )
-    per_session = 2
+    others = [p for p in PEOPLE if p is not person]
+    for k, template in OTHERS.items():
+        stories.insert(rng.randrange(len(stories) + 1), (k, "other", template))
+    per_session = 3
     start = datetime(2025, 1, 6, 18, 30, tzinfo=UTC) + timedelta(days=3 * index)
     sessions: list[dict[str, Any]] = []
     said: dict[tuple[str, str], str] = {}  # (kind, part) -> turn id
@@ -346,9 +381,29 @@ def _conversation(index: int, person: dict[str, str], rng: random.Random) -> dic
                 ).strip()
                 add(name, chat)
                 add("Assistant", rng.choice(REPLIES))
-            said[(kind, part)] = add(name, template.format(**person))
+            if part == "other":
+                add(name, template.format(**rng.choice(others)))
+                add("Assistant", rng.choice(REPLIES))
+                continue
+            statement = template.format(**person)
+            # most of the time the fact comes inside a longer message, as people talk
+            # (asides that share no word with the questions, so a paraphrase stays one)
+            asked_words = set().union(
+                *(content_words(q.format(**person)) for q, _ in _questions(kind))
+            )
+            asides = [t for t in SMALL_TALK if not content_words(t) & asked_words]
+            aside, aside2 = rng.choice(asides), rng.choice(asides)
+            text = rng.choice(
+                [
+                    statement,
+                    f"{aside} {statement}",
+                    f"{statement} {aside}",
+                    f"{aside} {statement} {aside2}",
+                ]
+            )
+            said[(kind, part)] = add(name, text)
             # the reply echoes the fact's words: a distractor for full text
-            add("Assistant", _echo(template.format(**person)))
+            add("Assistant", _echo(statement))
         add(name, rng.choice(["Thanks, talk soon.", "That's all for today.", "Bye for now!"]))
         sessions.append(
             {
@@ -375,12 +430,13 @@ def _conversation(index: int, person: dict[str, str], rng: random.Random) -> dic
 
     for kind, (statement, asks) in KINDS.items():
         for text, category in asks:
-            if category == "paraphrase":
-                shared = content_words(text.format(**person)) & content_words(
-                    statement.format(**person)
-                )
-                if shared:
-                    raise ValueError(f"paraphrase {text!r} shares {shared} with {statement!r}")
+            shared = content_words(text.format(**person)) & content_words(
+                statement.format(**person)
+            )
+            if category == "paraphrase" and shared:
+                raise ValueError(f"paraphrase {text!r} shares {shared} with {statement!r}")
+            if category == "lexical" and not shared:
+                raise ValueError(f"lexical {text!r} shares no word with {statement!r}")
             ask(text, category, said[(kind, "fact")])
     for kind, (_, _, asks) in CHANGES.items():
         for text, category in asks:

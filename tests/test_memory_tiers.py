@@ -125,7 +125,7 @@ async def test_inject_node_ranks_by_the_latest_user_message(
 CHESS = "Who should I play chess with?"
 
 
-async def test_priors_reorder_comparable_matches_and_never_lift_a_non_match(
+async def test_rank_fusion_priors_reorder_comparable_matches_and_never_lift_a_non_match(
     settings: Settings, db: psycopg.Connection[Any]
 ) -> None:
     now = datetime.now(UTC)
@@ -138,7 +138,9 @@ async def test_priors_reorder_comparable_matches_and_never_lift_a_non_match(
     store(db, ALEX, {"User loves jazz.": 1.0})
 
     async def order(**memory: Any) -> list[str]:
-        manager = await tuned(settings, inject_ranking="text", inject_min_importance=0, **memory)
+        manager = await tuned(
+            settings, inject_ranking="text", inject_fusion="rrf", inject_min_importance=0, **memory
+        )
         try:
             return (await manager.inject(ALEX, query=CHESS)).injected_facts
         finally:
@@ -160,7 +162,7 @@ async def test_priors_reorder_comparable_matches_and_never_lift_a_non_match(
     assert await order(inject_weight_importance=0) == [long, short, jazz]
 
 
-async def test_a_prior_cannot_lift_a_much_weaker_match(
+async def test_under_rank_fusion_a_prior_cannot_lift_a_much_weaker_match(
     settings: Settings, db: psycopg.Connection[Any]
 ) -> None:
     month_ago = datetime.now(UTC) - timedelta(days=30)
@@ -169,7 +171,13 @@ async def test_a_prior_cannot_lift_a_much_weaker_match(
     store(
         db, ALEX, {f"User plays chess with friend number {n} of the club.": 1.0 for n in range(29)}
     )
-    manager = await tuned(settings, inject_ranking="text", inject_min_importance=0, inject_limit=30)
+    manager = await tuned(
+        settings,
+        inject_ranking="text",
+        inject_fusion="rrf",
+        inject_min_importance=0,
+        inject_limit=30,
+    )
     try:
         frame = await manager.inject(ALEX, query=CHESS)
     finally:
@@ -180,6 +188,39 @@ async def test_a_prior_cannot_lift_a_much_weaker_match(
     assert frame.injected_facts.index("User plays chess.") == 6
     assert frame.scores[6] == pytest.approx(1 / 61 * (0.9 + 0.1 * prior), rel=1e-4)
     assert frame.scores[-1] == pytest.approx(1 / 90, rel=1e-4)  # rank 30
+
+
+async def test_score_fusion_lets_a_prior_order_equal_matches_only(
+    settings: Settings, db: psycopg.Connection[Any]
+) -> None:
+    month_ago = datetime.now(UTC) - timedelta(days=30)
+    store(db, ALEX, {"User plays chess.": 0.2}, at=month_ago)  # all the question's words
+    store(db, ALEX, {"User played chess.": 1.0})  # the same words, important and new
+    store(db, ALEX, {"User likes chess puzzles.": 1.0})  # one of its two words, the common one
+    store(db, ALEX, {"User loves jazz.": 1.0})  # none
+
+    async def order(**memory: Any) -> tuple[list[str], list[float]]:
+        manager = await tuned(settings, inject_ranking="text", inject_min_importance=0, **memory)
+        try:
+            frame = await manager.inject(ALEX, query=CHESS)
+            return frame.injected_facts, frame.scores
+        finally:
+            await manager.close()
+
+    assert MemorySettings().inject_fusion == "relative"
+    facts, scores = await order()
+    assert facts == [
+        "User played chess.",
+        "User plays chess.",
+        "User likes chess puzzles.",
+        "User loves jazz.",
+    ]
+    # both hold the whole question (relevance 1): the prior orders them; "chess" alone holds
+    # less than a third of the question's weight (it is in 3 of 4 facts, "play" in 2)
+    assert scores[0] == pytest.approx(1.0, abs=1e-6) and 0.9 < scores[1] < 0.91
+    assert scores[2] < 0.35 and scores[3] == 0
+    # with the prior all but deciding, the non-match still comes last
+    assert (await order(inject_prior_weight=0.99))[0][-1] == "User loves jazz."
 
 
 async def test_no_question_ranks_by_the_priors_alone(

@@ -3,23 +3,24 @@
 Hybrid ranking (``AGENT_MEMORY_INJECT_RANKING=hybrid``, the default). Relevance decides; the
 priors only order comparable matches:
 
-* candidates: the scope's ``candidates`` best full-text matches of the question (``ts_rank``,
-  any of its words, stemmed) and its ``candidates`` nearest facts by meaning (cosine distance
-  of embeddings, pgvector), each a ranking;
-* fusion (``relevance``): reciprocal rank fusion by default, ``sum over the rankings of
-  w / (k + rank)`` (Cormack et al., 2009): it needs no calibration between ``ts_rank`` and
-  cosine scales, and a fact both rankings find beats one that only one of them finds at a
-  similar rank. ``fusion="relative"`` fuses scores instead, ``sum of w * n`` with each
-  ranking's scores scaled to [0, 1] (``ts_rank / best``; cosine distance min-max over the
-  nearest candidates, so the farthest of them counts as no match), which keeps the gaps that
-  ranks flatten;
+* candidates: the scope's ``candidates`` best full-text matches of the question, by BM25 over
+  the scope (any of its words, stemmed, each weighed by how rare it is there), and its
+  ``candidates`` nearest facts by meaning (cosine distance of embeddings, pgvector);
+* fusion into one relevance, ``relative`` by default: ``sum of w * n`` with each ranking's
+  scores in [0, 1]. For full text, n is the share of the question's weight (the sum of its
+  words' IDF) that a fact holds, so a fact matching one common word of the question counts for
+  little however it ranks; for meaning, n is the cosine distance scaled min-max over the
+  nearest candidates (the farthest of them counts as no match), since cosine scales differ by
+  model. Both keep the gaps that ranks flatten. ``fusion="rrf"``: reciprocal rank fusion,
+  ``sum of w / (k + rank)`` (Cormack et al., 2009), which needs no scores at all; both are
+  measured side by side by ``python -m benchmarks.recall``;
 * priors: ``prior = (w_i * importance + w_r * recency) / (w_i + w_r)``, both in [0, 1]
   (importance is the current, decayed one; recency halves every ``half_life`` days since the
   fact was last mentioned or used);
-* score of a match: ``relevance * (1 - p + p * prior)`` with ``p = prior_weight`` < 1. The prior can
-  lower a match's relevance by at most the factor ``1 - p``, so it re-orders only matches whose
-  fused relevance lies within that factor of each other, and never lifts a fact that does not
-  match above one that does;
+* score of a match: ``relevance * (1 - p + p * prior)`` with ``p = prior_weight`` < 1. The
+  prior can lower a match's relevance by at most the factor ``1 - p``, so it re-orders only
+  matches whose relevance lies within that factor of each other, and never lifts a fact that
+  does not match above one that does;
 * the rest: when fewer than ``limit`` facts match, the scope's most important facts follow
   every match, ordered by the prior alone, with score 0;
 * no question (a proactive agent, the first turn): the prior alone, over the scope's
@@ -50,13 +51,37 @@ _QUERY = """(SELECT regexp_replace(plainto_tsquery('english', %(text)s)::text,
 _CURRENT = f"""{SCOPE_MATCH} AND m.superseded_at IS NULL
       AND m.decay_rank >= ln(%(min_importance)s) + %(day)s * {LAMBDA}"""
 
-# The scope's best full-text matches, as a ranking.
-_TEXT_HITS = f"""text_hits AS (
+# The scope's best full-text matches, as a ranking, by BM25 with binary term frequency: each
+# of the question's words a fact holds adds its inverse document frequency within the scope,
+# damped by the fact's length against the scope's average (k1 = 1.2, b = 0.75). ts_rank has no
+# IDF, so a common word ("now", "work") would weigh as much as the one that says what is asked.
+# A question's first 32 distinct words (in lexeme order) are weighed; a pasted text has more.
+_TEXT_HITS = f"""terms AS (
+    SELECT lexeme, quote_literal(lexeme)::tsquery AS q
+    FROM unnest(tsvector_to_array(to_tsvector('english', %(text)s))) AS lexeme
+    LIMIT 32
+),
+corpus AS (
+    SELECT count(*) AS n, avg(length(m.search)) AS avg_len
+    FROM agent_memory.memory_items m
+    WHERE %(text)s::text IS NOT NULL AND {_CURRENT}
+),
+weights AS (
+    SELECT t.q, ln(1 + (c.n - df.n + 0.5) / (df.n + 0.5)) AS idf, c.avg_len
+    FROM terms t CROSS JOIN corpus c
+    CROSS JOIN LATERAL (SELECT count(*) AS n FROM agent_memory.memory_items m
+                        WHERE {_CURRENT} AND m.search @@ t.q) AS df
+),
+text_hits AS (
     SELECT id, row_number() OVER (ORDER BY rank DESC, decay_rank DESC, id) AS r,
-           coalesce(rank / nullif(max(rank) OVER (), 0), 1) AS n
-    FROM (SELECT m.id, m.decay_rank, ts_rank(m.search, query.q, 1) AS rank
-          FROM agent_memory.memory_items m, query
-          WHERE query.q IS NOT NULL AND {_CURRENT} AND m.search @@ query.q) AS matches
+           least(1, coalesce(rank / nullif((SELECT sum(idf) FROM weights), 0), 1)) AS n
+    FROM (SELECT m.id, m.decay_rank,
+                 sum(w.idf * 2.2 / (1 + 1.2 * (0.25 + 0.75 * length(m.search)
+                                                      / greatest(w.avg_len, 1)))) AS rank
+          FROM agent_memory.memory_items m, query, weights w
+          WHERE query.q IS NOT NULL AND {_CURRENT} AND m.search @@ query.q
+            AND m.search @@ w.q
+          GROUP BY m.id, m.decay_rank) AS matches
     ORDER BY r LIMIT %(candidates)s
 )"""
 
