@@ -184,6 +184,59 @@ def decay(
     _print_report(report)
 
 
+def _day(value: str | None, option: str) -> date | None:
+    if value is None:
+        return None
+    try:
+        return date.fromisoformat(value)
+    except ValueError:
+        raise typer.BadParameter(
+            f"{value!r} is not a date (YYYY-MM-DD)", param_hint=option
+        ) from None
+
+
+async def _search(
+    settings: Settings, scope: Scope, query: str, since: date | None, until: date | None, limit: int
+) -> list[Any]:
+    from agent_memory.manager import MemoryManager
+
+    manager = await MemoryManager.create(settings=settings)
+    try:
+        return await manager.search_conversations(
+            scope, query, since=since, until=until, limit=limit
+        )
+    finally:
+        await manager.close()
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="what to look for in past conversations")],
+    user: UserOpt = None,
+    agent: AgentOpt = None,
+    workflow: WorkflowOpt = None,
+    since: Annotated[
+        str | None, typer.Option(help="said on or after this day (YYYY-MM-DD)")
+    ] = None,
+    until: Annotated[str | None, typer.Option(help="said before this day (YYYY-MM-DD)")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=1000)] = 10,
+) -> None:
+    """Search the messages of a scope's past conversations by relevance (full text and
+    meaning), best first, each with its date and speaker."""
+    _private_defaults(quiet=True)
+    scope = _scope(user, agent, workflow)
+    if scope is None:
+        raise typer.BadParameter("name the scope to search", param_hint="--user/--agent/--workflow")
+    first, last = _day(since, "--since"), _day(until, "--until")
+    try:
+        found = asyncio.run(_search(_settings(), scope, query, first, last, limit))
+    except AgentMemoryError as exc:
+        raise _fail(exc) from None
+    for snippet in found:
+        console.print(f"{snippet.score:.3f}  {snippet.line()}", highlight=False, soft_wrap=True)
+    console.print(f"{len(found)} message(s)", highlight=False)
+
+
 @app.command()
 def embed(
     limit: Annotated[int | None, typer.Option(min=1, help="facts to embed at most")] = None,

@@ -223,6 +223,7 @@ class Embedded(NamedTuple):
 
     stored: int = 0
     refusals: tuple[tuple[int, str], ...] = ()  # (fact id, the model's reason)
+    snippets: int = 0  # messages of past conversations embedded
 
     @property
     def refused(self) -> int:
@@ -238,6 +239,49 @@ async def embed_missing(
     rerun: what is stored or refused is not asked for again."""
     from agent_memory.db import embeddings as repo
 
+    async def store(
+        conn: Any, good: list[tuple[int, list[float]]], bad: list[tuple[int, str]]
+    ) -> None:
+        if good:
+            await repo.store(conn, embedder.model, [i for i, _ in good], [v for _, v in good])
+        if bad:
+            await repo.reject(conn, embedder.model, [i for i, _ in bad], [r for _, r in bad])
+
+    return await _embed_rows(pool, embedder, repo.missing, store, scope, limit)
+
+
+async def embed_snippets(
+    pool: Any, embedder: TextEmbedder, scope: Scope | None = None, *, limit: int | None = None
+) -> Embedded:
+    """Embed the messages of past conversations (of ``scope``, or all) that have no embedding
+    from the embedder's model, as :func:`embed_missing` does facts. A message the model refuses
+    is stored without a vector (full text still finds it) and not asked for again."""
+    from agent_memory.db import embeddings as repo
+
+    async def store(
+        conn: Any, good: list[tuple[int, list[float]]], bad: list[tuple[int, str]]
+    ) -> None:
+        vectors: list[list[float] | None] = [v for _, v in good]
+        await repo.store_snippets(
+            conn,
+            embedder.model,
+            [i for i, _ in good] + [i for i, _ in bad],
+            vectors + [None] * len(bad),
+        )
+
+    return await _embed_rows(pool, embedder, repo.missing_snippets, store, scope, limit)
+
+
+async def _embed_rows(
+    pool: Any,
+    embedder: TextEmbedder,
+    missing: Any,
+    store: Any,
+    scope: Scope | None,
+    limit: int | None,
+) -> Embedded:
+    """The embedding loop: rows ``missing`` names, a batch at a time, each batch stored (the
+    vectors, and the refusals with their reasons) in one transaction as it comes."""
     stored = after = 0
     refusals: list[tuple[int, str]] = []
     while limit is None or stored + len(refusals) < limit:
@@ -245,22 +289,19 @@ async def embed_missing(
         if limit is not None:
             size = min(size, limit - stored - len(refusals))
         async with pool.connection() as conn:
-            todo = await repo.missing(conn, embedder.model, scope, size, after)
+            todo = await missing(conn, embedder.model, scope, size, after)
         if not todo:
             break
         results = await embedder.embed_each([content for _, content in todo])
         good: list[tuple[int, list[float]]] = []
         bad: list[tuple[int, str]] = []
-        for (fact_id, _), result in zip(todo, results, strict=True):
+        for (row_id, _), result in zip(todo, results, strict=True):
             if isinstance(result, list):
-                good.append((fact_id, result))
+                good.append((row_id, result))
             else:
-                bad.append((fact_id, str(result)))
+                bad.append((row_id, str(result)))
         async with pool.connection() as conn, conn.transaction():
-            if good:
-                await repo.store(conn, embedder.model, [i for i, _ in good], [v for _, v in good])
-            if bad:
-                await repo.reject(conn, embedder.model, [i for i, _ in bad], [r for _, r in bad])
+            await store(conn, good, bad)
         stored += len(good)
         refusals += bad
         after = todo[-1][0]

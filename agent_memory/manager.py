@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -33,19 +34,46 @@ from agent_memory import decay as decay_math
 from agent_memory.db import episodes as episode_repo
 from agent_memory.db import facts as fact_repo
 from agent_memory.db import recall as recall_repo
+from agent_memory.db import snippets as snippet_repo
 from agent_memory.db.connection import Database, resolve
 from agent_memory.db.pool import setup_schema
 from agent_memory.embedding import QueryEmbedder
 from agent_memory.errors import InvalidMessageError
 from agent_memory.graph.nodes import latest_messages, latest_user_text, scope_from
 from agent_memory.messages import clean_text, serialize_messages
-from agent_memory.models import Episode, HistoryEntry, MemoryItem, Scope, WorkingMemoryFrame
+from agent_memory.models import (
+    Episode,
+    HistoryEntry,
+    MemoryItem,
+    Scope,
+    Snippet,
+    WorkingMemoryFrame,
+)
 from agent_memory.settings import DatabaseSettings, Settings, use_settings
 
 log = logging.getLogger(__name__)
 
 # the start of a very long message is what relevance is measured against
 MAX_QUERY_CHARS = 2000
+
+# snippets: how many the search returns for the budget to choose from, the longest text one
+# may inject (a pasted document is not a memory), and the token estimate
+_SNIPPET_CANDIDATES = 50
+_SNIPPET_MAX_CHARS = 400
+_CHARS_PER_TOKEN = 4
+
+
+def _words(text: str) -> set[str]:
+    """The words that say what a text is about, roughly: those of four letters or more."""
+    return {w for w in re.findall(r"\w+", text.lower()) if len(w) > 3}
+
+
+def _covers(fact: set[str], snippet: set[str]) -> bool:
+    """True when a fact says what a snippet says (most of the shorter one's words)."""
+    if not fact or not snippet:
+        return False
+    return len(fact & snippet) >= 0.8 * min(len(fact), len(snippet))
+
 
 # how far ahead of this machine's clock an episode's time may be (clocks differ a little)
 _CLOCK_SKEW = timedelta(minutes=5)
@@ -278,12 +306,65 @@ class MemoryManager:
         else:
             plan.ranking = "hybrid"
 
+    def _snippet_params(self, scope: Scope, plan: _Recall) -> dict[str, Any] | None:
+        """What the snippet search of this inject reads; None when it has none to make."""
+        m = self.settings.memory
+        question = plan.params.get("question")
+        if not m.inject_snippets_tokens or not question or plan.ranking == "priors":
+            return None
+        params = snippet_repo.search_params(
+            scope,
+            question,
+            on=plan.day,
+            until=plan.before,
+            limit=_SNIPPET_CANDIDATES,
+            candidates=m.inject_candidates,
+            fusion_weights=(m.inject_weight_text, m.inject_weight_vector),
+            fusion=m.inject_fusion,
+            rrf_k=m.inject_rrf_k,
+            prior_weight=m.inject_prior_weight,
+            half_life_days=m.inject_recency_half_life_days,
+        )
+        params["model"] = plan.params.get("model")
+        return params
+
+    def _chosen_snippets(self, found: list[Snippet], facts: recall_repo.Ranked) -> list[Snippet]:
+        """The best snippets within the token budget, skipping what an injected fact says."""
+        budget = self.settings.memory.inject_snippets_tokens * _CHARS_PER_TOKEN
+        facts_say = [_words(content) for _, content, _, _ in facts]
+        chosen: list[tuple[Snippet, set[str]]] = []
+        for snippet in found:
+            if len(snippet.content) > _SNIPPET_MAX_CHARS:
+                snippet = snippet.model_copy(
+                    update={"content": snippet.content[: _SNIPPET_MAX_CHARS - 1] + "\u2026"}
+                )
+            words = _words(snippet.content)
+            # what a fact or a better snippet already says is not worth its tokens again
+            if any(_covers(said, words) for said in facts_say):
+                continue
+            cost = len(snippet.line())
+            same = next((i for i, (_, said) in enumerate(chosen) if _covers(said, words)), None)
+            if same is not None:
+                # the user's own words stand in for another's restatement of them, at its rank
+                other = chosen[same][0]
+                freed = len(other.line())
+                if snippet.speaker == "user" != other.speaker and cost <= budget + freed:
+                    budget += freed - cost
+                    chosen[same] = (snippet.model_copy(update={"score": other.score}), words)
+                continue
+            if cost > budget:
+                break
+            budget -= cost
+            chosen.append((snippet, words))
+        return [snippet for snippet, _ in chosen]
+
     def _frame(
         self,
         scope: Scope,
         plan: _Recall,
         rows: recall_repo.Ranked,
         history: list[HistoryEntry],
+        snippets: list[Snippet] | None = None,
     ) -> WorkingMemoryFrame:
         frame = WorkingMemoryFrame(
             user_id=scope.user_id,
@@ -297,6 +378,7 @@ class MemoryManager:
             if plan.ranking != "importance"
             else [],
             history=history,
+            snippets=self._chosen_snippets(snippets or [], rows),
         )
         frame.context = frame.render()
         return frame
@@ -341,7 +423,8 @@ class MemoryManager:
                 if m.inject_history
                 else []
             )
-        return self._frame(scope, plan, rows, history)
+            snippets = await self._search(conn, scope, plan)
+        return self._frame(scope, plan, rows, history, snippets)
 
     def inject_sync(
         self, scope: Scope, *, query: str | None = None, on: date | None = None
@@ -375,7 +458,90 @@ class MemoryManager:
                 if m.inject_history
                 else []
             )
-        return self._frame(scope, plan, rows, history)
+            snippets = self._search_sync(conn, scope, plan)
+        return self._frame(scope, plan, rows, history, snippets)
+
+    async def _search(
+        self, conn: psycopg.AsyncConnection[Any], scope: Scope, plan: _Recall
+    ) -> list[Snippet]:
+        params = self._snippet_params(scope, plan)
+        if params is None:
+            return []
+        try:
+            return await snippet_repo.search(conn, params, plan.vector)
+        except psycopg.Error as exc:  # best effort: the facts are what inject owes
+            log.warning("searching past conversations failed: %s", exc)
+            return []
+
+    def _search_sync(
+        self, conn: psycopg.Connection[Any], scope: Scope, plan: _Recall
+    ) -> list[Snippet]:
+        params = self._snippet_params(scope, plan)
+        if params is None:
+            return []
+        try:
+            return snippet_repo.search_sync(conn, params, plan.vector)
+        except psycopg.Error as exc:
+            log.warning("searching past conversations failed: %s", exc)
+            return []
+
+    async def search_conversations(
+        self,
+        scope: Scope,
+        query: str,
+        *,
+        since: datetime | date | None = None,
+        until: datetime | date | None = None,
+        limit: int = 10,
+    ) -> list[Snippet]:
+        """The messages of ``scope``'s past conversations most relevant to ``query``, best
+        first, each with its speaker and time: by full text, and by meaning once the flows
+        have embedded them. ``since``/``until`` bound when they were said ([since, until); a
+        date means its start, UTC). Works before consolidation has run.
+
+        Example::
+
+            for s in await manager.search_conversations(scope, "dentist", since=date(2026, 3, 1)):
+                print(s.line())
+        """
+        start, end = _moment(since, "since"), _moment(until, "until")
+        if start is not None and end is not None and start >= end:
+            raise InvalidMessageError(
+                f"since {start.isoformat()} is not before until {end.isoformat()}"
+            )
+        if not 1 <= limit <= 1000:
+            raise InvalidMessageError(f"limit {limit} is not between 1 and 1000")
+        m = self.settings.memory
+        text = clean_text(query[:MAX_QUERY_CHARS])
+        if not text.strip():
+            return []
+        params = snippet_repo.search_params(
+            scope,
+            text,
+            on=decay_math.today(),
+            since=start,
+            until=end,
+            limit=limit,
+            candidates=max(m.inject_candidates, limit),
+            fusion_weights=(m.inject_weight_text, m.inject_weight_vector),
+            fusion=m.inject_fusion,
+            rrf_k=m.inject_rrf_k,
+            prior_weight=m.inject_prior_weight,
+            half_life_days=m.inject_recency_half_life_days,
+        )
+        vector = None
+        if self.settings.embedding.active_model is not None:
+            vector = await self._queries.embed(text)
+            params["model"] = self._queries.model
+        pool = await self._apool()
+        async with pool.connection() as conn:
+            try:
+                return await snippet_repo.search(conn, params, vector)
+            except psycopg.Error as exc:  # e.g. pgvector dropped: full text alone
+                if vector is None:
+                    raise
+                log.warning("searching by meaning failed (%s); by full text alone", exc)
+                return await snippet_repo.search(conn, params)
 
     async def episodes(
         self,

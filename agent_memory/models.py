@@ -221,6 +221,22 @@ class HistoryEntry(BaseModel):
     summary: str
 
 
+class Snippet(BaseModel):
+    """A message of a past conversation, found by relevance to a question."""
+
+    id: int
+    episode_id: int
+    position: int  # the message's index in its episode
+    speaker: str
+    occurred_at: datetime
+    content: str
+    score: float = 0.0
+
+    def line(self) -> str:
+        """The snippet as a dated, attributed line for a prompt."""
+        return f"{self.occurred_at:%Y-%m-%d}, {self.speaker}: {self.content}"
+
+
 class WorkingMemoryFrame(BaseModel):
     """What ``inject_memory`` puts in ``state["working_memory"]``.
 
@@ -239,6 +255,8 @@ class WorkingMemoryFrame(BaseModel):
     ranking: Literal["importance", "priors", "text", "vector", "hybrid"] = "importance"
     scores: list[float] = Field(default_factory=list)  # the ranking's score (not importance)
     history: list[HistoryEntry] = Field(default_factory=list)  # newest first
+    # messages of past conversations relevant to the question (AGENT_MEMORY_INJECT_SNIPPETS_TOKENS)
+    snippets: list[Snippet] = Field(default_factory=list)
     context: str = ""
 
     def render(self) -> str:
@@ -247,6 +265,10 @@ class WorkingMemoryFrame(BaseModel):
         if self.injected_facts:
             parts.append(
                 "What you know about the user:\n" + "\n".join(f"- {f}" for f in self.injected_facts)
+            )
+        if self.snippets:
+            parts.append(
+                "From past conversations:\n" + "\n".join(f"- {s.line()}" for s in self.snippets)
             )
         if self.history:
             parts.append(

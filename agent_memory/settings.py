@@ -155,6 +155,13 @@ class MemorySettings(BaseSettings):
         description="facts taken from each ranking (full text, meaning, importance) into the "
         "fusion",
     )
+    inject_snippets_tokens: int = Field(
+        default=300,
+        ge=0,
+        le=100_000,
+        description="tokens of past conversation messages relevant to the question to inject "
+        "besides the facts (0: none); about four characters a token",
+    )
     inject_reinforce: bool = Field(
         default=False,
         description="restart the decay clock of injected facts (at most once a day per fact)",

@@ -53,13 +53,16 @@ from benchmarks import recall_set
 
 # each ranking a label and the memory settings it overrides; the hybrid under both fusions, so
 # one run says what the choice of fusion is worth
+_FACTS_ONLY = {"inject_snippets_tokens": 0}
 RANKINGS: dict[str, dict[str, Any]] = {
-    "importance": {"inject_ranking": "importance"},
-    "text": {"inject_ranking": "text"},
-    "vector": {"inject_ranking": "vector"},
-    "hybrid": {"inject_ranking": "hybrid"},
-    "hybrid_rrf": {"inject_ranking": "hybrid", "inject_fusion": "rrf"},
-    "hybrid_relative": {"inject_ranking": "hybrid", "inject_fusion": "relative"},
+    "importance": {"inject_ranking": "importance", **_FACTS_ONLY},
+    "text": {"inject_ranking": "text", **_FACTS_ONLY},
+    "vector": {"inject_ranking": "vector", **_FACTS_ONLY},
+    "hybrid": {"inject_ranking": "hybrid", **_FACTS_ONLY},
+    "hybrid_rrf": {"inject_ranking": "hybrid", "inject_fusion": "rrf", **_FACTS_ONLY},
+    "hybrid_relative": {"inject_ranking": "hybrid", "inject_fusion": "relative", **_FACTS_ONLY},
+    # the default: facts, then the past messages they do not cover, within the token budget
+    "hybrid_snippets": {"inject_ranking": "hybrid"},
 }
 KS = (5, 10, 20)
 DB_NAME = "agent_memory_recall"
@@ -205,14 +208,41 @@ def fact_turns(conn: psycopg.Connection[Any], mode: str) -> dict[int, str]:
             else:
                 theirs = recall_set.content_words(text)
                 score = len(words & theirs) / (len(words | theirs) or 1)
+                # what the user said is the source of a fact about them: the assistant's
+                # restatement of it (shorter, so often closer in words) comes second
+                score *= 1.0 if message.get("role") == "user" else _RESTATEMENT
             if score > best.get(fact_id, 0.0):
                 best[fact_id], out[fact_id] = score, turn_id
     return out
 
 
-def _rank(fact_ids: list[int], turns: dict[int, str], answers: set[str]) -> int | None:
-    for position, fact_id in enumerate(fact_ids, start=1):
-        if turns.get(fact_id) in answers:
+_RESTATEMENT = 0.5
+
+
+SNIPPET_TURNS = """
+SELECT s.episode_id, s.position, e.metadata -> 'turn_ids' ->> s.position
+FROM agent_memory.snippets s JOIN agent_memory.episodes e ON e.id = s.episode_id
+"""
+
+
+def snippet_turns(conn: psycopg.Connection[Any]) -> dict[tuple[int, int], str]:
+    """The turn each message of a past conversation is."""
+    return {(e, p): t for e, p, t in conn.execute(SNIPPET_TURNS) if t is not None}
+
+
+def injected_turns(
+    frame: Any, turns: dict[int, str], snippets: dict[tuple[int, int], str]
+) -> list[str | None]:
+    """The turns a frame injected, in order of relevance: its facts and its snippets merged by
+    score (both are relevance scaled by the prior)."""
+    items = [(score, turns.get(f)) for f, score in zip(frame.fact_ids, frame.scores, strict=False)]
+    items += [(s.score, snippets.get((s.episode_id, s.position))) for s in frame.snippets]
+    return [turn for _, turn in sorted(items, key=lambda item: -item[0])]
+
+
+def _rank(injected: list[str | None], answers: set[str]) -> int | None:
+    for position, turn in enumerate(injected, start=1):
+        if turn in answers:
             return position
     return None
 
@@ -267,6 +297,7 @@ async def ask_all(
     settings: Settings,
     conversations: list[dict[str, Any]],
     turns: dict[int, str],
+    snippets: dict[tuple[int, int], str],
     rankings: dict[str, dict[str, Any]] = RANKINGS,
 ) -> dict[str, Any]:
     from agent_memory.manager import MemoryManager
@@ -298,7 +329,9 @@ async def ask_all(
                     rows.append(
                         {
                             "category": q["category"],
-                            "rank": _rank(frame.fact_ids, turns, set(q["answers"])),
+                            "rank": _rank(
+                                injected_turns(frame, turns, snippets), set(q["answers"])
+                            ),
                             "ms": ms,
                             "tokens": len(frame.context) / 4,
                         }
@@ -325,8 +358,9 @@ async def evaluate(
             runs = await consolidate_all(settings, conn)
             load_s = time.perf_counter() - started
             turns = fact_turns(conn, mode)
+            messages = snippet_turns(conn)
             facts = conn.execute("SELECT count(*) FROM agent_memory.memory_items").fetchone()
-        results = await ask_all(settings, conversations, turns)
+        results = await ask_all(settings, conversations, turns, messages)
     finally:
         use_settings(None)
     return {
@@ -336,6 +370,7 @@ async def evaluate(
         "questions": sum(len(c["questions"]) for c in conversations),
         "facts": facts[0] if facts else 0,
         "facts_mapped_to_turns": len(turns),
+        "messages_indexed": len(messages),
         "embedding_model": settings.embedding.active_model,
         "extractor": settings.llm.model or "offline-rules",
         "load_and_consolidate_s": round(load_s, 1),

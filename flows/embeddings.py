@@ -70,6 +70,7 @@ async def reembed_flow(
     summary: dict[str, Any] = {
         "model": embedder.model,
         "embedded_now": done.stored,
+        "messages_embedded_now": done.snippets,
         "refused_now": done.refused,
         "embedded": embedded,
         "left": left,

@@ -7,7 +7,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from agent_memory import consolidation as steps
 from agent_memory.consolidation import ScopeBatch, ScopeResult
-from agent_memory.embedding import Embedded, TextEmbedder, embed_missing
+from agent_memory.embedding import Embedded, TextEmbedder, embed_missing, embed_snippets
 from agent_memory.extraction.base import Extraction, Extractor
 from agent_memory.models import Scope, Window
 from tasks.policy import DB_RETRIES, EMBED_RETRIES, LLM_RETRIES, STEP
@@ -102,6 +102,9 @@ async def embed_facts(
     limit: int | None = None,
 ) -> Embedded:
     done = await embed_missing(pool, embedder, scope, limit=limit)
+    # the scope's conversations too, so inject finds their messages by meaning
+    messages = await embed_snippets(pool, embedder, scope, limit=limit)
+    done = done._replace(snippets=messages.stored)
     logger = get_run_logger()
     for fact_id, reason in done.refusals:  # in the run's log, where operators look
         logger.warning(
@@ -111,7 +114,11 @@ async def embed_facts(
             reason,
         )
     logger.info(
-        "%d fact(s) embedded with %s, %d refused by it", done.stored, embedder.model, done.refused
+        "%d fact(s) embedded with %s, %d refused by it; %d message(s) of past conversations",
+        done.stored,
+        embedder.model,
+        done.refused,
+        done.snippets,
     )
     return done
 

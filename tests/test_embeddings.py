@@ -76,12 +76,16 @@ async def test_consolidation_embeds_new_facts_and_inject_ranks_by_meaning(
             "SELECT model, vector_dims(embedding) FROM agent_memory.fact_embeddings"
         ).fetchall()
         assert rows == [("openai/embed-a", 256)] * len(DATA["facts"])
-        assert len(fake_llm.embedding_requests) == 1  # one batch of 25, off the hot path
+        # one batch of 25 facts and one of the conversation's messages, off the hot path
+        assert [r["input"] for r in fake_llm.embedding_requests][1] == [
+            "Let me tell you about myself."
+        ]
+        assert len(fake_llm.embedding_requests) == 2
 
         frame = await manager.inject(DANA, query="Any tips for my daughter's violin practice?")
         assert frame.ranking == "vector"
         assert frame.injected_facts[0] == "User's daughter plays the violin."
-        assert len(fake_llm.embedding_requests) == 2  # inject embedded just the question
+        assert len(fake_llm.embedding_requests) == 3  # inject embedded just the question
         assert fake_llm.embedding_requests[-1]["input"] == [
             "Any tips for my daughter's violin practice?"
         ]
@@ -197,7 +201,9 @@ async def test_facts_the_model_refuses_are_set_aside_and_the_others_embedded(
         assert caplog.text.count("is left without an embedding") == 3
         # a probe, halving finds each too-long text in about 2·log2(batch) calls, a last probe;
         # the zero vector needs no halving: the answer says which text it belongs to
-        requests = fake_llm.embedding_requests
+        message = ["Let me tell you about myself."]  # the conversation's, embedded after
+        assert fake_llm.embedding_requests[-1]["input"] == message
+        requests = fake_llm.embedding_requests[:-1]
         assert requests[1]["input"] == requests[-1]["input"] == ["memory"]
         assert len(requests) <= 3 + 2 * 2 * math.ceil(math.log2(len(DATA["facts"])))
 

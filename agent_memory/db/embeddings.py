@@ -35,9 +35,17 @@ CREATE TABLE IF NOT EXISTS agent_memory.fact_embeddings (
     created_at timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX IF NOT EXISTS fact_embeddings_model_idx ON agent_memory.fact_embeddings (model);
+-- the messages of past conversations (sql/0009); a message the model refused has a NULL
+-- embedding, so it is not asked for again (full text still finds it)
+CREATE TABLE IF NOT EXISTS agent_memory.snippet_embeddings (
+    snippet_id bigint PRIMARY KEY REFERENCES agent_memory.snippets (id) ON DELETE CASCADE,
+    model      text NOT NULL,
+    embedding  vector
+);
 """
 
-EXISTS = "SELECT to_regclass('agent_memory.fact_embeddings') IS NOT NULL"
+EXISTS = """SELECT to_regclass('agent_memory.fact_embeddings') IS NOT NULL
+               AND to_regclass('agent_memory.snippet_embeddings') IS NOT NULL"""
 
 # current facts with no embedding from this model (new facts, or all after a change of model)
 # that it has not refused
@@ -51,6 +59,25 @@ WHERE e.fact_id IS NULL AND m.superseded_at IS NULL AND m.id > %(after)s
                   WHERE r.fact_id = m.id AND r.model = %(model)s)
 ORDER BY m.id
 LIMIT %(limit)s
+"""
+
+# messages with no embedding from this model, a scope's (or all) in id order
+MISSING_SNIPPETS = f"""
+SELECT m.id, m.content
+FROM agent_memory.snippets m
+LEFT JOIN agent_memory.snippet_embeddings e ON e.snippet_id = m.id AND e.model = %(model)s
+WHERE e.snippet_id IS NULL AND m.id > %(after)s AND (%(all_scopes)s OR m.{SCOPE_MATCH})
+ORDER BY m.id
+LIMIT %(limit)s
+"""
+
+# a NULL vector marks a message the model refused
+STORE_SNIPPETS = """
+INSERT INTO agent_memory.snippet_embeddings (snippet_id, model, embedding)
+SELECT f, %(model)s, v::vector
+FROM unnest(%(ids)s::bigint[], %(vectors)s::text[]) AS t(f, v)
+WHERE EXISTS (SELECT 1 FROM agent_memory.snippets m WHERE m.id = f)
+ON CONFLICT (snippet_id) DO UPDATE SET model = EXCLUDED.model, embedding = EXCLUDED.embedding
 """
 
 STORE = """
@@ -173,6 +200,34 @@ async def reject(
 async def forget_rejections(conn: psycopg.AsyncConnection[Any], model: str) -> int:
     """Forget what ``model`` refused, so the next run asks it again; how many."""
     cur = await conn.execute(FORGET_REJECTIONS, {"model": model})
+    return cur.rowcount
+
+
+async def missing_snippets(
+    conn: psycopg.AsyncConnection[Any],
+    model: str,
+    scope: Scope | None,
+    limit: int,
+    after: int = 0,
+) -> list[tuple[int, str]]:
+    """Up to ``limit`` messages (of ``scope``, or all) with no embedding from ``model``."""
+    cur = await conn.execute(MISSING_SNIPPETS, missing_params(model, scope, limit, after))
+    return [(int(r[0]), str(r[1])) for r in await cur.fetchall()]
+
+
+async def store_snippets(
+    conn: psycopg.AsyncConnection[Any],
+    model: str,
+    ids: list[int],
+    vectors: list[list[float] | None],
+) -> int:
+    """Store these messages' embeddings (None: the model refused the message)."""
+    params = {
+        "model": model,
+        "ids": ids,
+        "vectors": [None if v is None else vector_text(v) for v in vectors],
+    }
+    cur = await conn.execute(STORE_SNIPPETS, params)
     return cur.rowcount
 
 

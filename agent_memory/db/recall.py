@@ -9,11 +9,12 @@ priors only order comparable matches:
 * fusion into one relevance, ``relative`` by default: ``sum of w * n`` with each ranking's
   scores in [0, 1]. For full text, n is the share of the question's weight (the sum of its
   words' IDF) that a fact holds, so a fact matching one common word of the question counts for
-  little however it ranks; for meaning, n is the cosine distance scaled min-max over the
-  nearest candidates (the farthest of them counts as no match), since cosine scales differ by
-  model. Both keep the gaps that ranks flatten. ``fusion="rrf"``: reciprocal rank fusion,
-  ``sum of w / (k + rank)`` (Cormack et al., 2009), which needs no scores at all; both are
-  measured side by side by ``python -m benchmarks.recall``;
+  little however it ranks; for meaning, n is the cosine similarity, clipped at 0. Both are
+  absolute rather than scaled to the candidates found, so a scope's best fact is not made a
+  perfect match because its others are worse, and facts and conversation snippets
+  (:mod:`agent_memory.db.snippets`) score on one scale. ``fusion="rrf"``: reciprocal rank
+  fusion, ``sum of w / (k + rank)`` (Cormack et al., 2009), which needs no scores at all; both
+  are measured side by side by ``python -m benchmarks.recall``;
 * priors: ``prior = (w_i * importance + w_r * recency) / (w_i + w_r)``, both in [0, 1]
   (importance is the current, decayed one; recency halves every ``half_life`` days since the
   fact was last mentioned or used);
@@ -51,57 +52,84 @@ _QUERY = """(SELECT regexp_replace(plainto_tsquery('english', %(text)s)::text,
 _CURRENT = f"""{SCOPE_MATCH} AND m.superseded_at IS NULL
       AND m.decay_rank >= ln(%(min_importance)s) + %(day)s * {LAMBDA}"""
 
-# The scope's best full-text matches, as a ranking, by BM25 with binary term frequency: each
-# of the question's words a fact holds adds its inverse document frequency within the scope,
-# damped by the fact's length against the scope's average (k1 = 1.2, b = 0.75). ts_rank has no
-# IDF, so a common word ("now", "work") would weigh as much as the one that says what is asked.
-# A question's first 32 distinct words (in lexeme order) are weighed; a pasted text has more.
-_TEXT_HITS = f"""terms AS (
+
+def text_hits(table: str, where: str, tie: str) -> str:
+    """CTEs ranking the rows of ``table`` (alias ``m``) that ``where`` admits by full text
+    against the question: ``text_hits(id, r, n)``, rank ``r`` and the share ``n`` in [0, 1]
+    of the question's weight that a row holds.
+
+    BM25 with binary term frequency: each of the question's words a row holds adds its inverse
+    document frequency among the admitted rows, damped by the row's length against their
+    average (k1 = 1.2, b = 0.75). ts_rank has no IDF, so a common word ("now", "work") would
+    weigh as much as the one that says what is asked. A question's first 32 distinct words (in
+    lexeme order) are weighed; a pasted text has more. Equal scores: the larger ``tie`` first.
+    """
+    return f"""terms AS (
     SELECT lexeme, quote_literal(lexeme)::tsquery AS q
     FROM unnest(tsvector_to_array(to_tsvector('english', %(text)s))) AS lexeme
     LIMIT 32
 ),
 corpus AS (
     SELECT count(*) AS n, avg(length(m.search)) AS avg_len
-    FROM agent_memory.memory_items m
-    WHERE %(text)s::text IS NOT NULL AND {_CURRENT}
+    FROM {table} m
+    WHERE %(text)s::text IS NOT NULL AND {where}
 ),
 weights AS (
     SELECT t.q, ln(1 + (c.n - df.n + 0.5) / (df.n + 0.5)) AS idf, c.avg_len
     FROM terms t CROSS JOIN corpus c
-    CROSS JOIN LATERAL (SELECT count(*) AS n FROM agent_memory.memory_items m
-                        WHERE {_CURRENT} AND m.search @@ t.q) AS df
+    CROSS JOIN LATERAL (SELECT count(*) AS n FROM {table} m
+                        WHERE {where} AND m.search @@ t.q) AS df
 ),
 text_hits AS (
-    SELECT id, row_number() OVER (ORDER BY rank DESC, decay_rank DESC, id) AS r,
+    SELECT id, row_number() OVER (ORDER BY rank DESC, {tie} DESC, id) AS r,
            least(1, coalesce(rank / nullif((SELECT sum(idf) FROM weights), 0), 1)) AS n
-    FROM (SELECT m.id, m.decay_rank,
+    FROM (SELECT m.id, m.{tie},
                  sum(w.idf * 2.2 / (1 + 1.2 * (0.25 + 0.75 * length(m.search)
                                                       / greatest(w.avg_len, 1)))) AS rank
-          FROM agent_memory.memory_items m, query, weights w
-          WHERE query.q IS NOT NULL AND {_CURRENT} AND m.search @@ query.q
+          FROM {table} m, query, weights w
+          WHERE query.q IS NOT NULL AND {where} AND m.search @@ query.q
             AND m.search @@ w.q
-          GROUP BY m.id, m.decay_rank) AS matches
+          GROUP BY m.id, m.{tie}) AS matches
     ORDER BY r LIMIT %(candidates)s
 )"""
 
-# The scope's nearest facts by meaning, as a ranking. A stored vector of other dimensions than
-# the question's (the model's output size changed) counts as unrelated rather than failing.
-_VECTOR_HITS = f"""vector_hits AS (
+
+def vector_hits(table: str, embeddings: str, key: str, where: str) -> str:
+    """The CTE ``vector_hits(id, r, n)``: the rows of ``table`` (alias ``m``) that ``where``
+    admits, nearest to the question's vector first, ``n`` their cosine similarity to it,
+    clipped at 0. Their vectors are in ``embeddings``, keyed by ``key``. A
+    stored vector of other dimensions than the question's (the model's output size changed)
+    counts as unrelated rather than failing."""
+    return f"""vector_hits AS (
     SELECT id, row_number() OVER (ORDER BY distance, id) AS r,
-           coalesce((max(distance) OVER () - distance)
-                    / nullif(max(distance) OVER () - min(distance) OVER (), 0), 1) AS n
+           greatest(1 - distance, 0) AS n
     FROM (SELECT m.id, e.embedding <=> %(vector)s::vector AS distance
-          FROM agent_memory.memory_items m
-          JOIN agent_memory.fact_embeddings e ON e.fact_id = m.id AND e.model = %(model)s
+          FROM {table} m
+          JOIN {embeddings} e ON e.{key} = m.id AND e.model = %(model)s
                AND vector_dims(e.embedding) = vector_dims(%(vector)s::vector)
-          WHERE %(vector)s::text IS NOT NULL AND {_CURRENT}
+          WHERE %(vector)s::text IS NOT NULL AND {where}
           ORDER BY distance LIMIT %(candidates)s) AS nearest
 )"""
 
-_NO_VECTOR_HITS = """vector_hits AS (
+
+NO_VECTOR_HITS = """vector_hits AS (
     SELECT NULL::bigint AS id, NULL::bigint AS r, NULL::float8 AS n WHERE false
 )"""
+
+# the two rankings fused into one relevance (see the module)
+FUSED = """fused AS (
+    SELECT id,
+           sum(CASE WHEN %(fusion)s = 'rrf' THEN w / (%(rrf_k)s + r) ELSE w * n END) AS relevance
+    FROM (SELECT id, r, n, %(w_text)s::float8 AS w FROM text_hits
+          UNION ALL
+          SELECT id, r, n, %(w_vector)s::float8 FROM vector_hits) AS hits
+    GROUP BY id
+)"""
+
+_TEXT_HITS = text_hits("agent_memory.memory_items", _CURRENT, "decay_rank")
+_VECTOR_HITS = vector_hits(
+    "agent_memory.memory_items", "agent_memory.fact_embeddings", "fact_id", _CURRENT
+)
 
 _RANK = f"""
 WITH query AS {_QUERY},
@@ -112,14 +140,7 @@ top AS (
     WHERE {_CURRENT}
     ORDER BY m.decay_rank DESC LIMIT %(candidates)s
 ),
-fused AS (
-    SELECT id,
-           sum(CASE WHEN %(fusion)s = 'rrf' THEN w / (%(rrf_k)s + r) ELSE w * n END) AS relevance
-    FROM (SELECT id, r, n, %(w_text)s::float8 AS w FROM text_hits
-          UNION ALL
-          SELECT id, r, n, %(w_vector)s::float8 FROM vector_hits) AS hits
-    GROUP BY id
-),
+{FUSED},
 candidates AS (
     SELECT id, relevance FROM fused WHERE relevance > 0
     UNION ALL
@@ -147,7 +168,7 @@ LIMIT %(limit)s
 """
 
 # Full text alone (also what runs where pgvector is missing: no reference to its types).
-RANKED_TEXT = _RANK.format(vector_hits=_NO_VECTOR_HITS)
+RANKED_TEXT = _RANK.format(vector_hits=NO_VECTOR_HITS)
 # Full text and meaning (or meaning alone, with no text).
 RANKED_HYBRID = _RANK.format(vector_hits=_VECTOR_HITS)
 

@@ -1,0 +1,118 @@
+"""The episodic tier by relevance: searching the messages of past conversations.
+
+Every message of every episode is a snippet (sql/0009_conversation_snippets.sql makes them as
+episodes are inserted), found by full text (BM25 within the scope) and by meaning (its
+embedding, made by the flows), fused as facts are (see :mod:`agent_memory.db.recall`), with
+recency as the bounded prior: ``relevance * (1 - p + p * recency)``.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from typing import Any
+
+import psycopg
+
+from agent_memory.db.embeddings import vector_text
+from agent_memory.db.fragments import SCOPE_MATCH
+from agent_memory.db.recall import _QUERY, FUSED, NO_VECTOR_HITS, text_hits, vector_hits
+from agent_memory.decay import day_index
+from agent_memory.models import Scope, Snippet
+
+_IN_RANGE = f"""m.{SCOPE_MATCH}
+      AND m.occurred_at >= coalesce(%(since)s, '-infinity'::timestamptz)
+      AND m.occurred_at < coalesce(%(until)s, 'infinity'::timestamptz)"""
+
+_SEARCH = f"""
+WITH query AS {_QUERY},
+{text_hits("agent_memory.snippets", _IN_RANGE, "occurred_at")},
+{{vector_hits}},
+{FUSED}
+SELECT s.id, s.episode_id, s.position, s.speaker, s.occurred_at, s.content,
+       f.relevance * (1 - %(prior_weight)s + %(prior_weight)s
+           * exp(greatest(-ln(2) * greatest(%(day)s - agent_memory.day_index(s.occurred_at), 0)
+                          / %(half_life)s::float8, -700))) AS score
+FROM fused f JOIN agent_memory.snippets s ON s.id = f.id
+WHERE f.relevance > 0
+ORDER BY score DESC, s.occurred_at DESC, s.id
+LIMIT %(limit)s
+"""
+
+SEARCH_TEXT = _SEARCH.format(vector_hits=NO_VECTOR_HITS)
+SEARCH_HYBRID = _SEARCH.format(
+    vector_hits=vector_hits(
+        "agent_memory.snippets", "agent_memory.snippet_embeddings", "snippet_id", _IN_RANGE
+    )
+)
+
+
+def search_params(
+    scope: Scope,
+    text: str,
+    *,
+    on: date,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    limit: int = 10,
+    candidates: int = 100,
+    fusion_weights: tuple[float, float] = (1.0, 1.0),
+    fusion: str = "relative",
+    rrf_k: float = 60.0,
+    prior_weight: float = 0.1,
+    half_life_days: float = 7.0,
+) -> dict[str, Any]:
+    return {
+        **scope.as_dict(),
+        "text": text,
+        "vector": None,
+        "model": None,
+        "since": since,
+        "until": until,
+        "day": day_index(on),
+        "limit": limit,
+        "candidates": candidates,
+        "w_text": fusion_weights[0],
+        "w_vector": fusion_weights[1],
+        "fusion": fusion,
+        "rrf_k": rrf_k,
+        "prior_weight": prior_weight,
+        "half_life": half_life_days,
+    }
+
+
+def _statement(params: dict[str, Any], vector: list[float] | None) -> tuple[str, dict[str, Any]]:
+    if vector is None or not params.get("model"):
+        return SEARCH_TEXT, params
+    return SEARCH_HYBRID, {**params, "vector": vector_text(vector)}
+
+
+def _snippets(rows: list[Any]) -> list[Snippet]:
+    return [
+        Snippet(
+            id=r[0],
+            episode_id=r[1],
+            position=r[2],
+            speaker=r[3],
+            occurred_at=r[4],
+            content=r[5],
+            score=round(float(r[6]), 6),
+        )
+        for r in rows
+    ]
+
+
+async def search(
+    conn: psycopg.AsyncConnection[Any], params: dict[str, Any], vector: list[float] | None = None
+) -> list[Snippet]:
+    """The scope's messages most relevant to ``params["text"]`` (by meaning too when
+    ``vector`` and ``params["model"]`` are given), best first."""
+    query, values = _statement(params, vector)
+    cur = await conn.execute(query, values)
+    return _snippets(await cur.fetchall())
+
+
+def search_sync(
+    conn: psycopg.Connection[Any], params: dict[str, Any], vector: list[float] | None = None
+) -> list[Snippet]:
+    query, values = _statement(params, vector)
+    return _snippets(conn.execute(query, values).fetchall())

@@ -1,0 +1,145 @@
+"""python -m benchmarks.snippets [--quick] [--messages N]
+
+Searching past conversations at inject: N messages in one scope (episodes of 10 messages,
+indexed by the insert trigger as record does; each message 6-10 words of the inject
+benchmark's vocabulary, and a random vector from a made-up model), then on one connection:
+
+* select1 - SELECT 1, the reference
+* search_text - the snippet search by full text (BM25 within the scope)
+* search_hybrid - by full text and meaning fused (the default inject with snippets on adds
+  this to the facts' query), the question's vector given
+
+It prints JSON with p50/p95/p99 in ms and each p50's ratio to select1's. Bound (issue 12):
+inject with snippets on, p50 <= 8 ms at 100,000 messages in one scope.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from typing import Any
+
+import psycopg
+
+from agent_memory.db import embeddings as embedding_repo
+from agent_memory.db import snippets as snippet_repo
+from agent_memory.decay import today
+from agent_memory.models import Scope
+from benchmarks.database import admin_dsn, drop_database, fresh_database
+from benchmarks.inject import VOCABULARY, question, summary, timings
+
+DB = "agent_memory_bench_snippets"
+MODEL = "bench-embed"
+SCOPE = Scope("user-1", "agent")
+
+LOAD = """
+INSERT INTO agent_memory.episodes (user_id, agent_id, messages, message_count, occurred_at)
+SELECT 'user-1', 'agent',
+       (SELECT jsonb_agg(jsonb_build_object(
+                   'role', CASE WHEN k %% 2 = 0 THEN 'user' ELSE 'assistant' END,
+                   'content', (SELECT string_agg(
+                                   (%(words)s::text[])[1 + (random() * (%(n)s - 1))::int], ' ')
+                               FROM generate_series(1, 6 + (k + e) %% 5))))
+        FROM generate_series(0, 9) AS k WHERE e IS NOT NULL),
+       10, now() - (e || ' minutes')::interval
+FROM generate_series(1, %(episodes)s) AS e
+"""
+
+LOAD_VECTORS = """
+INSERT INTO agent_memory.snippet_embeddings (snippet_id, model, embedding)
+SELECT s.id, %(model)s,
+       (SELECT array_agg(random() - 0.5) FROM generate_series(1, %(dims)s)
+        WHERE s.id IS NOT NULL)::vector
+FROM agent_memory.snippets s
+"""
+
+
+def run(messages: int, iterations: int, dims: int = 256) -> dict[str, Any]:
+    admin, server = admin_dsn()
+    dsn = fresh_database(admin, DB)
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            started = time.perf_counter()
+            conn.execute(
+                LOAD, {"words": VOCABULARY, "n": len(VOCABULARY), "episodes": messages // 10}
+            )
+            reason = embedding_repo.ensure(conn)
+            if reason is not None:
+                raise SystemExit(f"pgvector is needed: {reason}")
+            conn.execute(LOAD_VECTORS, {"model": MODEL, "dims": dims})
+            conn.execute("VACUUM ANALYZE")
+            load_s = time.perf_counter() - started
+            indexed = conn.execute("SELECT count(*) FROM agent_memory.snippets").fetchone()
+            rng = random.Random(5)
+            asks = [question(rng) for _ in range(iterations)]
+            vectors = [[rng.random() - 0.5 for _ in range(dims)] for _ in range(50)]
+            day = today()
+            text_it = iter(asks * 2)
+            hyb_it = iter([(q, vectors[i % 50]) for i, q in enumerate(asks)] * 2)
+
+            def params(text: str) -> dict[str, Any]:
+                return {**snippet_repo.search_params(SCOPE, text, on=day, limit=20), "model": MODEL}
+
+            def select1() -> None:
+                conn.execute("SELECT 1").fetchall()
+
+            def search_text() -> None:
+                snippet_repo.search_sync(conn, params(next(text_it)))
+
+            def search_hybrid() -> None:
+                text, vector = next(hyb_it)
+                snippet_repo.search_sync(conn, params(text), vector)
+
+            s1: list[float] = []
+            txt: list[float] = []
+            hyb: list[float] = []
+            rounds = 5
+            for _ in range(rounds):
+                s1 += timings(select1, iterations // rounds)
+                txt += timings(search_text, iterations // rounds)
+                hyb += timings(search_hybrid, iterations // rounds)
+    finally:
+        drop_database(admin, DB)
+        if server is not None:
+            server.cleanup()
+
+    def figures(ms: list[float]) -> dict[str, float]:
+        return {**summary(ms), "p99_ms": round(sorted(ms)[int(len(ms) * 0.99) - 1], 4)}
+
+    r1, rt, rh = figures(s1), figures(txt), figures(hyb)
+    return {
+        "messages": indexed[0] if indexed else 0,
+        "load_seconds": round(load_s, 1),
+        "select1": r1,
+        "search_text": rt,
+        "search_hybrid": rh,
+        "ratios": {
+            "search_text_p50_over_select1_p50": round(rt["p50_ms"] / r1["p50_ms"], 1),
+            "search_hybrid_p50_over_select1_p50": round(rh["p50_ms"] / r1["p50_ms"], 1),
+        },
+        "bounds": {"inject_with_snippets_p50_ms": "<= 8 at 100,000 messages in one scope"},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.snippets",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--quick", action="store_true", help="10,000 messages")
+    parser.add_argument("--messages", type=int, default=100_000)
+    parser.add_argument("--iterations", type=int, default=500)
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.messages, args.iterations = 10_000, 200
+    json.dump(run(args.messages, args.iterations), sys.stdout, indent=2)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

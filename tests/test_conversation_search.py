@@ -1,0 +1,190 @@
+"""The episodic tier by relevance: every message of every episode is searchable as soon as it
+is stored (by full text; by meaning once the flows embed it), inject adds the relevant messages
+its facts do not cover within a token budget, and ``search`` finds them from the command line."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+from typer.testing import CliRunner
+
+from agent_memory import MemoryManager
+from agent_memory.backfill import import_jsonl
+from agent_memory.embedding import embed_snippets, make_embedder
+from agent_memory.errors import InvalidMessageError
+from agent_memory.models import Scope
+from agent_memory.settings import MemorySettings, Settings
+from benchmarks.retrieval import load_facts
+
+ALEX = Scope("alex", "assistant")
+MARCH = datetime(2026, 3, 2, 18, 0, tzinfo=UTC)
+APRIL = datetime(2026, 4, 20, 9, 30, tzinfo=UTC)
+
+
+async def tuned(settings: Settings, **memory: Any) -> MemoryManager:
+    changed = settings.model_copy(
+        update={"memory": MemorySettings(**{**settings.memory.model_dump(), **memory})}
+    )
+    return await MemoryManager.create(settings=changed, migrate=False)
+
+
+async def test_every_way_in_indexes_the_messages_it_stores(
+    manager: MemoryManager, db: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    await manager.record(
+        ALEX,
+        [
+            HumanMessage("My dentist appointment moved to Friday."),
+            AIMessage("Noted, Friday it is."),
+            AIMessage("", tool_calls=[{"name": "calendar", "args": {}, "id": "c1"}]),  # no text
+            HumanMessage(
+                content=[{"type": "text", "text": "Also the"}, {"type": "text", "text": "plumber"}]
+            ),
+        ],
+        occurred_at=MARCH,
+    )
+    await manager.record_many([(ALEX, [HumanMessage("I started pottery classes.")], APRIL)])
+    path = tmp_path / "history.jsonl"
+    path.write_text(
+        json.dumps(
+            {
+                "user_id": "alex",
+                "agent_id": "assistant",
+                "occurred_at": "2026-01-10T08:00:00+00:00",
+                "messages": [{"role": "user", "content": "We adopted a kitten."}],
+            }
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    import_jsonl(db, path)
+    rows = db.execute(
+        "SELECT position, speaker, content, occurred_at FROM agent_memory.snippets"
+        " ORDER BY occurred_at, position"
+    ).fetchall()
+    assert [(r[0], r[1], r[2]) for r in rows] == [
+        (0, "user", "We adopted a kitten."),
+        (0, "user", "My dentist appointment moved to Friday."),
+        (1, "assistant", "Noted, Friday it is."),
+        (3, "user", "Also the plumber"),  # the tool call has no text: no snippet
+        (0, "user", "I started pottery classes."),
+    ]
+    assert rows[1][3] == MARCH  # a message carries its conversation's time
+
+
+async def test_search_finds_messages_by_words_and_by_meaning_within_dates(
+    manager: MemoryManager,
+) -> None:
+    await manager.record(
+        ALEX, [HumanMessage("My dentist appointment moved to Friday.")], occurred_at=MARCH
+    )
+    await manager.record(
+        ALEX, [HumanMessage("I adopted a border collie called Pixel.")], occurred_at=APRIL
+    )
+    await manager.record(
+        Scope("someone-else"), [HumanMessage("My dentist is great.")], occurred_at=APRIL
+    )
+    # full text finds it before anything has been embedded or consolidated
+    found = await manager.search_conversations(ALEX, "When is the dentist?")
+    assert [s.content for s in found] == ["My dentist appointment moved to Friday."]
+    assert found[0].line() == "2026-03-02, user: My dentist appointment moved to Friday."
+    # by meaning once embedded (the flows do this; here the same call they make)
+    embedder = make_embedder(manager.settings.embedding)
+    assert embedder is not None
+    assert (await embed_snippets(await manager._apool(), embedder, ALEX)).stored == 2
+    found = await manager.search_conversations(ALEX, "Which animal lives with me?")
+    assert found[0].content == "I adopted a border collie called Pixel."
+    # a date range
+    assert await manager.search_conversations(ALEX, "dentist", since=date(2026, 4, 1)) == []
+    assert len(await manager.search_conversations(ALEX, "dentist", until=date(2026, 4, 1))) == 1
+    assert await manager.search_conversations(ALEX, "   ") == []
+    with pytest.raises(InvalidMessageError, match="is not before until"):
+        await manager.search_conversations(
+            ALEX, "x", since=date(2026, 4, 1), until=date(2026, 4, 1)
+        )
+    with pytest.raises(InvalidMessageError, match="limit 0"):
+        await manager.search_conversations(ALEX, "x", limit=0)
+
+
+async def test_inject_adds_relevant_messages_that_no_fact_covers_within_its_budget(
+    settings: Settings, db: psycopg.Connection[Any]
+) -> None:
+    load_facts(
+        db, ALEX, [{"content": "My dentist appointment moved to Friday.", "importance": 0.5}]
+    )
+    manager = await tuned(settings, inject_snippets_tokens=30)
+    try:
+        talk = [
+            HumanMessage("My dentist appointment moved to Friday."),  # a fact says it already
+            AIMessage("Got it, your dentist appointment moved to Friday."),  # so does this
+            HumanMessage("The dentist said my wisdom tooth has to come out."),
+            HumanMessage("I need to find a new dentist closer to the office, the old one moved."),
+        ]
+        await manager.record(ALEX, talk, occurred_at=MARCH)
+        frame = await manager.inject(ALEX, query="What did the dentist say?")
+        assert frame.injected_facts == ["My dentist appointment moved to Friday."]
+        # 30 tokens (120 characters) hold one dated line, not two; none repeats the fact
+        assert [s.content for s in frame.snippets] == [
+            "The dentist said my wisdom tooth has to come out."
+        ]
+        assert "From past conversations:\n- 2026-03-02, user: The dentist said my wisdom" in (
+            frame.context
+        )
+        assert (
+            manager.inject_sync(ALEX, query="What did the dentist say?").snippets == frame.snippets
+        )
+        # no question, no snippets; a budget of 0 turns them off
+        assert (await manager.inject(ALEX)).snippets == []
+    finally:
+        await manager.close()
+    off = await tuned(settings, inject_snippets_tokens=0)
+    try:
+        assert (await off.inject(ALEX, query="What did the dentist say?")).snippets == []
+    finally:
+        await off.close()
+
+
+async def test_the_users_words_stand_in_for_a_restatement_of_them(
+    manager: MemoryManager,
+) -> None:
+    await manager.record(
+        ALEX,
+        [
+            HumanMessage("Long day. I adopted a border collie called Pixel from the shelter."),
+            AIMessage("Got it, you adopted a border collie called Pixel."),
+        ],
+        occurred_at=MARCH,
+    )
+    frame = await manager.inject(ALEX, query="border collie called Pixel")
+    assert [s.speaker for s in frame.snippets] == ["user"]
+
+
+def test_the_search_command_prints_dated_attributed_messages(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agent_memory.cli import app
+
+    monkeypatch.setenv("DATABASE_URL", database_url)
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO agent_memory.episodes (user_id, messages, message_count, occurred_at)"
+            " VALUES ('alex', %s, 1, %s)",
+            (json.dumps([{"role": "user", "content": "I broke my wrist skiing."}]), MARCH),
+        )
+    runner = CliRunner()
+    result = runner.invoke(app, ["search", "wrist", "--user", "alex"])
+    assert result.exit_code == 0, result.output
+    assert "2026-03-02, user: I broke my wrist skiing." in result.output
+    assert "1 message(s)" in result.output
+    result = runner.invoke(app, ["search", "wrist", "--user", "alex", "--since", "2026-04-01"])
+    assert "0 message(s)" in result.output
+    result = runner.invoke(app, ["search", "wrist", "--user", "alex", "--since", "March"])
+    assert result.exit_code == 2 and "'March' is not a date" in result.output
+    result = runner.invoke(app, ["search", "wrist"])
+    assert result.exit_code == 2 and "name the scope" in result.output
