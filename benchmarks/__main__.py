@@ -7,6 +7,8 @@ run (see each module's docstring):
 
 * inject        - inject (importance; relevance by full text and by embeddings), record single
                   and batched, the seed's query; recall@5 on the labelled set
+* snippets      - searching past conversations (full text, hybrid) at 100,000 messages a scope
+* recall        - recall@k, MRR, tokens and inject time per ranking on the built-in set
 * decay         - a daily decay run against the seed's UPDATE + DELETE on the same data
 * analytics     - loading facts into polars through Arrow against fetchall; the decay report
 * consolidation - the flow against the ideal with a loopback LLM; rerun; token use of a backlog
@@ -28,7 +30,16 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-SECTIONS = ("inject", "decay", "analytics", "consolidation", "memory", "load")
+SECTIONS = (
+    "inject",
+    "snippets",
+    "recall",
+    "decay",
+    "analytics",
+    "consolidation",
+    "memory",
+    "load",
+)
 
 
 def run_section(name: str, quick: bool) -> dict[str, Any]:
