@@ -56,29 +56,42 @@ _CURRENT = f"""{SCOPE_MATCH} AND m.superseded_at IS NULL
 def text_hits(table: str, where: str, tie: str) -> str:
     """CTEs ranking the rows of ``table`` (alias ``m``) that ``where`` admits by full text
     against the question: ``text_hits(id, r, n)``, rank ``r`` and the share ``n`` in [0, 1]
-    of the question's weight that a row holds.
+    of the question's weight that a row holds. Equal scores: the larger ``tie`` first.
 
     BM25 with binary term frequency: each of the question's words a row holds adds its inverse
-    document frequency among the admitted rows, damped by the row's length against their
-    average (k1 = 1.2, b = 0.75). ts_rank has no IDF, so a common word ("now", "work") would
-    weigh as much as the one that says what is asked. A question's first 32 distinct words (in
-    lexeme order) are weighed; a pasted text has more. Equal scores: the larger ``tie`` first.
+    document frequency, damped by the row's length against the average (k1 = 1.2, b = 0.75).
+    ts_rank has no IDF, so a common word ("now", "work") would weigh as much as the one that
+    says what is asked. A question's first 32 distinct words (in lexeme order) are weighed.
+
+    So that a large scope costs about what a small one does, the statistics come from a
+    sample, the scope's ``_SAMPLE`` first rows by ``tie`` (through its index; a smaller scope is
+    all in it, and exact), and the rows scored are the sample's matches and, in the whole
+    scope, the rows holding a word rare in the sample (in 1% of it or less): a common word alone
+    says little about any one row, and is not worth scanning the scope for.
     """
     return f"""terms AS (
     SELECT lexeme, quote_literal(lexeme)::tsquery AS q
     FROM unnest(tsvector_to_array(to_tsvector('english', %(text)s))) AS lexeme
     LIMIT 32
 ),
-corpus AS (
-    SELECT count(*) AS n, avg(length(m.search)) AS avg_len
-    FROM {table} m
+sample AS MATERIALIZED (
+    SELECT m.id, m.{tie}, m.search FROM {table} m
     WHERE %(text)s::text IS NOT NULL AND {where}
+    ORDER BY m.{tie} DESC LIMIT {_SAMPLE}
 ),
-weights AS (
-    SELECT t.q, ln(1 + (c.n - df.n + 0.5) / (df.n + 0.5)) AS idf, c.avg_len
+corpus AS (SELECT count(*) AS n, avg(length(search)) AS avg_len FROM sample),
+weights AS MATERIALIZED (
+    SELECT t.q, ln(1 + (c.n - df.n + 0.5) / (df.n + 0.5)) AS idf, c.avg_len,
+           df.n <= 0.01 * c.n AS rare
     FROM terms t CROSS JOIN corpus c
-    CROSS JOIN LATERAL (SELECT count(*) AS n FROM {table} m
-                        WHERE {where} AND m.search @@ t.q) AS df
+    CROSS JOIN LATERAL (SELECT count(*) AS n FROM sample s WHERE s.search @@ t.q) AS df
+),
+rare AS (SELECT string_agg(q::text, ' | ')::tsquery AS q FROM weights WHERE rare),
+matched AS (
+    SELECT m.id, m.{tie}, m.search FROM {table} m, rare
+    WHERE rare.q IS NOT NULL AND {where} AND m.search @@ rare.q
+    UNION
+    SELECT s.id, s.{tie}, s.search FROM sample s, query WHERE s.search @@ query.q
 ),
 text_hits AS (
     SELECT id, row_number() OVER (ORDER BY rank DESC, {tie} DESC, id) AS r,
@@ -86,12 +99,15 @@ text_hits AS (
     FROM (SELECT m.id, m.{tie},
                  sum(w.idf * 2.2 / (1 + 1.2 * (0.25 + 0.75 * length(m.search)
                                                       / greatest(w.avg_len, 1)))) AS rank
-          FROM {table} m, query, weights w
-          WHERE query.q IS NOT NULL AND {where} AND m.search @@ query.q
-            AND m.search @@ w.q
-          GROUP BY m.id, m.{tie}) AS matches
+          FROM matched m, weights w
+          WHERE m.search @@ w.q
+          GROUP BY m.id, m.{tie}) AS scored
     ORDER BY r LIMIT %(candidates)s
 )"""
+
+
+# rows of a scope the full-text statistics are taken from (see text_hits)
+_SAMPLE = 2000
 
 
 def vector_hits(table: str, embeddings: str, key: str, where: str) -> str:
