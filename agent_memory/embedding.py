@@ -272,6 +272,29 @@ async def embed_snippets(
     return await _embed_rows(pool, embedder, repo.missing_snippets, store, scope, limit)
 
 
+async def ensure_ann_indexes(pool: Any, embedder: TextEmbedder, scope: Scope) -> list[str]:
+    """Give the scope an HNSW index of its own for its facts and for its messages, each once it
+    holds ``AGENT_MEMORY_EMBEDDING_ANN_MIN_ROWS`` vectors (see
+    :func:`agent_memory.db.embeddings.ensure_ann_index`); the names of those built now."""
+    import psycopg
+
+    from agent_memory.db import embeddings as repo
+
+    min_rows = embedder.settings.ann_min_rows
+    if not min_rows:
+        return []
+    built: list[str] = []
+    # CREATE INDEX CONCURRENTLY needs a connection of its own, outside any transaction
+    async with await psycopg.AsyncConnection.connect(
+        pool.conninfo, **{**pool.kwargs, "autocommit": True}
+    ) as conn:
+        for kind in ("facts", "snippets"):
+            name = await repo.ensure_ann_index(conn, kind, scope, embedder.model, min_rows)
+            if name:
+                built.append(name)
+    return built
+
+
 async def _embed_rows(
     pool: Any,
     embedder: TextEmbedder,

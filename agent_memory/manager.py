@@ -24,6 +24,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
+from time import monotonic
 from typing import Any, Literal
 
 import psycopg
@@ -31,6 +32,7 @@ from langchain_core.runnables import RunnableConfig, RunnableLambda
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from agent_memory import decay as decay_math
+from agent_memory.db import embeddings as embedding_repo
 from agent_memory.db import episodes as episode_repo
 from agent_memory.db import facts as fact_repo
 from agent_memory.db import recall as recall_repo
@@ -55,6 +57,11 @@ log = logging.getLogger(__name__)
 
 # the start of a very long message is what relevance is measured against
 MAX_QUERY_CHARS = 2000
+
+# a scope's HNSW index is looked up again after this long (the flows may have built one), and
+# the memory of which scopes have one is cleared past this many
+_ANN_RECHECK_S = 60.0
+_ANN_KNOWN_MAX = 100_000
 
 # snippets: how many the search returns for the budget to choose from, the longest text one
 # may inject (a pasted document is not a memory), and the token estimate
@@ -121,6 +128,8 @@ class MemoryManager:
         self._opening: dict[int, asyncio.Lock] = {}
         self._closed = False
         self._queries = QueryEmbedder(settings.embedding, database)
+        # which scopes have an HNSW index of their own (see _ann), looked up again after a while
+        self._ann_known: dict[tuple[str, Scope, str], tuple[int | None, float]] = {}
         self.inject_node: RunnableLambda[Any, dict[str, Any]] = RunnableLambda(
             self._inject_sync, afunc=self._inject_async, name="inject_memory"
         )
@@ -407,7 +416,8 @@ class MemoryManager:
                 rows = [(i, c, imp, imp) for i, c, imp in top]
             elif plan.vector is not None:
                 try:
-                    rows = await recall_repo.ranked(conn, plan.params, plan.vector)
+                    ann = await self._ann(conn, "facts", scope)
+                    rows = await recall_repo.ranked(conn, plan.params, plan.vector, ann)
                 except psycopg.Error as exc:  # e.g. pgvector dropped: text relevance instead
                     log.warning("ranking by embeddings failed (%s); by full text instead", exc)
                     rows = await recall_repo.ranked(conn, plan.by_text())
@@ -442,7 +452,8 @@ class MemoryManager:
                 rows = [(i, c, imp, imp) for i, c, imp in top]
             elif plan.vector is not None:
                 try:
-                    rows = recall_repo.ranked_sync(conn, plan.params, plan.vector)
+                    ann = self._ann_sync(conn, "facts", scope)
+                    rows = recall_repo.ranked_sync(conn, plan.params, plan.vector, ann)
                 except psycopg.Error as exc:
                     log.warning("ranking by embeddings failed (%s); by full text instead", exc)
                     rows = recall_repo.ranked_sync(conn, plan.by_text())
@@ -461,6 +472,40 @@ class MemoryManager:
             snippets = self._search_sync(conn, scope, plan)
         return self._frame(scope, plan, rows, history, snippets)
 
+    def _ann_cached(self, kind: str, scope: Scope) -> tuple[tuple[str, Scope, str], int | None]:
+        key = (kind, scope, self._queries.model or "")
+        known = self._ann_known.get(key)
+        if known is not None and known[1] > monotonic():
+            return key, known[0]
+        return key, -1
+
+    def _ann_learned(self, key: tuple[str, Scope, str], dims: int | None) -> int | None:
+        if len(self._ann_known) > _ANN_KNOWN_MAX:
+            self._ann_known.clear()
+        self._ann_known[key] = (dims, monotonic() + _ANN_RECHECK_S)
+        return dims
+
+    async def _ann(self, conn: psycopg.AsyncConnection[Any], kind: str, scope: Scope) -> int | None:
+        """The dimensions of the scope's own HNSW index of ``kind``, if the flows built one."""
+        key, dims = self._ann_cached(kind, scope)
+        if dims != -1:
+            return dims
+        try:
+            dims = await embedding_repo.ann_dims(conn, kind, scope, key[2])
+        except psycopg.Error:  # the table is not there (an old schema): compare every vector
+            dims = None
+        return self._ann_learned(key, dims)
+
+    def _ann_sync(self, conn: psycopg.Connection[Any], kind: str, scope: Scope) -> int | None:
+        key, dims = self._ann_cached(kind, scope)
+        if dims != -1:
+            return dims
+        try:
+            dims = embedding_repo.ann_dims_sync(conn, kind, scope, key[2])
+        except psycopg.Error:
+            dims = None
+        return self._ann_learned(key, dims)
+
     async def _search(
         self, conn: psycopg.AsyncConnection[Any], scope: Scope, plan: _Recall
     ) -> list[Snippet]:
@@ -468,7 +513,8 @@ class MemoryManager:
         if params is None:
             return []
         try:
-            return await snippet_repo.search(conn, params, plan.vector)
+            ann = await self._ann(conn, "snippets", scope) if plan.vector else None
+            return await snippet_repo.search(conn, params, plan.vector, ann)
         except psycopg.Error as exc:  # best effort: the facts are what inject owes
             log.warning("searching past conversations failed: %s", exc)
             return []
@@ -480,7 +526,8 @@ class MemoryManager:
         if params is None:
             return []
         try:
-            return snippet_repo.search_sync(conn, params, plan.vector)
+            ann = self._ann_sync(conn, "snippets", scope) if plan.vector else None
+            return snippet_repo.search_sync(conn, params, plan.vector, ann)
         except psycopg.Error as exc:
             log.warning("searching past conversations failed: %s", exc)
             return []
@@ -536,7 +583,8 @@ class MemoryManager:
         pool = await self._apool()
         async with pool.connection() as conn:
             try:
-                return await snippet_repo.search(conn, params, vector)
+                ann = await self._ann(conn, "snippets", scope) if vector else None
+                return await snippet_repo.search(conn, params, vector, ann)
             except psycopg.Error as exc:  # e.g. pgvector dropped: full text alone
                 if vector is None:
                     raise

@@ -149,7 +149,7 @@ class MemorySettings(BaseSettings):
         default=7.0, gt=0.0, le=36_500.0, description="days since last mention or use to halve"
     )
     inject_candidates: int = Field(
-        default=100,
+        default=50,
         ge=1,
         le=100_000,
         description="facts taken from each ranking (full text, meaning, importance) into the "
@@ -215,6 +215,13 @@ class EmbeddingSettings(BaseSettings):
     timeout: float = Field(default=30.0, gt=0, le=600, description="per call, in the flows")
     query_timeout: float = Field(
         default=2.0, gt=0, le=60, description="deadline for embedding a question at inject"
+    )
+    ann_min_rows: int = Field(
+        default=2000,
+        ge=0,
+        le=100_000_000,
+        description="a scope with this many vectors (facts, or messages) gets an HNSW index "
+        "of its own, built by the flows (0: never; every vector of a scope is compared)",
     )
     query_cooldown_s: float = Field(
         default=30.0,

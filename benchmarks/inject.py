@@ -53,6 +53,7 @@ from agent_memory.db import recall
 from agent_memory.db.fragments import SCOPE_MATCH
 from agent_memory.decay import today
 from agent_memory.models import Scope
+from agent_memory.settings import MemorySettings
 from benchmarks import retrieval
 from benchmarks.database import admin_dsn, drop_database, fresh_database
 
@@ -130,13 +131,15 @@ CROSS JOIN (SELECT {WORDS_ARRAY} AS words) AS v
 
 # one random vector per fact (the reference to m.id keeps the subquery from being run once)
 LOAD_EMBEDDINGS = """
-INSERT INTO agent_memory.fact_embeddings (fact_id, model, embedding)
-SELECT m.id, %(model)s,
+INSERT INTO agent_memory.fact_embeddings (fact_id, scope_key, model, embedding)
+SELECT m.id, m.scope_key, %(model)s,
        (SELECT array_agg(random() - 0.5) FROM generate_series(1, %(dims)s)
         WHERE m.id IS NOT NULL)::vector
 FROM agent_memory.memory_items m
 """
 EMBED_MODEL = "bench-embed"
+# up to this many facts, each is embedded by the bundled model (else a random vector)
+REAL_VECTORS_UP_TO = 200_000
 RECORD_BATCH = 100
 
 
@@ -154,6 +157,44 @@ def load_facts(conn: psycopg.Connection[Any], facts: int, scopes: int) -> float:
     started = time.perf_counter()
     conn.execute(LOAD, {"facts": facts, "scopes": scopes})
     conn.execute("VACUUM ANALYZE agent_memory.memory_items")
+    return time.perf_counter() - started
+
+
+def embed_locally(conn: psycopg.Connection[Any], items: str, embeddings: str, key: str) -> int:
+    """Embed every row of ``items`` with the bundled model into ``embeddings`` (as the flows
+    would, model EMBED_MODEL): real vectors, so an HNSW index meets the structure real text
+    has (random vectors are its worst case). How many."""
+    from agent_memory.local_embedding import load
+
+    model = load()
+    rows = conn.execute(f"SELECT id, scope_key, content FROM agent_memory.{items}").fetchall()
+    with conn.cursor().copy(
+        f"COPY agent_memory.{embeddings} ({key}, scope_key, model, embedding) FROM STDIN"
+    ) as copy:
+        for start in range(0, len(rows), 4096):
+            batch = rows[start : start + 4096]
+            vectors = model.embed([r[2] for r in batch], norm=True)
+            for (row_id, scope_key, _), vector in zip(batch, vectors, strict=True):
+                text = "[" + ",".join(f"{x:.6g}" for x in vector) + "]"
+                copy.write_row((row_id, scope_key, EMBED_MODEL, text))
+    return len(rows)
+
+
+def build_ann_indexes(dsn: str, kind: str, scopes: list[Scope], model: str) -> float:
+    """The HNSW indexes the flows would build for these scopes (those large enough); seconds."""
+    import asyncio
+
+    from agent_memory.settings import EmbeddingSettings
+
+    min_rows = EmbeddingSettings().ann_min_rows
+
+    async def build() -> None:
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+            for scope in scopes:
+                await embedding_repo.ensure_ann_index(conn, kind, scope, model, min_rows)
+
+    started = time.perf_counter()
+    asyncio.run(build())
     return time.perf_counter() - started
 
 
@@ -180,7 +221,7 @@ def relevance_params(scope: Scope, text: str | None, day: date) -> dict[str, Any
         on=day,
         min_importance=0.1,
         limit=20,
-        candidates=100,
+        candidates=MemorySettings().inject_candidates,
     )
 
 
@@ -220,9 +261,15 @@ def run(
             reason = embedding_repo.ensure(conn)
             if reason is not None:
                 raise SystemExit(f"pgvector is needed for the embedding case: {reason}")
-            conn.execute(LOAD_EMBEDDINGS, {"model": EMBED_MODEL, "dims": dims})
+            if facts <= REAL_VECTORS_UP_TO and dims == 256:
+                embed_locally(conn, "memory_items", "fact_embeddings", "fact_id")
+            else:  # a million texts would take minutes to embed: random vectors
+                conn.execute(LOAD_EMBEDDINGS, {"model": EMBED_MODEL, "dims": dims})
             conn.execute("VACUUM ANALYZE agent_memory.fact_embeddings")
             embed_load_s = time.perf_counter() - t
+            # a scope of AGENT_MEMORY_EMBEDDING_ANN_MIN_ROWS facts or more gets its own index
+            large = [scope_of(s) for s in range(scopes)] if facts // scopes >= 2000 else []
+            ann_build_s = build_ann_indexes(dsn, "facts", large, EMBED_MODEL)
 
             rng = random.Random(7)
             picks = [scope_of(rng.randrange(scopes)) for _ in range(iterations)]
@@ -234,6 +281,12 @@ def run(
             rel_it = iter(asks * 2)
             v_rng = random.Random(13)
             vectors = [[v_rng.random() - 0.5 for _ in range(dims)] for _ in range(50)]
+            if facts <= REAL_VECTORS_UP_TO and dims == 256:  # the questions' own vectors
+                from agent_memory.local_embedding import load
+
+                vectors = [
+                    list(map(float, v)) for v in load().embed([t for _, t in asks[:50]], norm=True)
+                ]
             vec_it = iter([(scope, vectors[i % 50]) for i, scope in enumerate(picks)] * 2)
 
             def inject() -> None:
@@ -245,6 +298,11 @@ def run(
                 rows = recall.ranked_sync(conn, relevance_params(scope, text, day))
                 assert rows
 
+            # which scopes have an HNSW index of their own (inject looks it up once a minute)
+            ann = {
+                scope: embedding_repo.ann_dims_sync(conn, "facts", scope, EMBED_MODEL)
+                for scope in {scope for scope, _ in asks}
+            }
             hyb_it = iter(
                 [(scope, text, vectors[i % 50]) for i, (scope, text) in enumerate(asks)] * 2
             )
@@ -252,7 +310,7 @@ def run(
             def inject_relevance_embedding() -> None:
                 scope, vector = next(vec_it)
                 params = {**relevance_params(scope, None, day), "model": EMBED_MODEL}
-                rows = recall.ranked_sync(conn, params, vector)
+                rows = recall.ranked_sync(conn, params, vector, ann[scope])
                 assert rows
 
             def inject_hybrid() -> None:
@@ -260,7 +318,7 @@ def run(
                 # the bundled model (its cost is measured on its own below)
                 scope, text, vector = next(hyb_it)
                 params = {**relevance_params(scope, text, day), "model": EMBED_MODEL}
-                rows = recall.ranked_sync(conn, params, vector)
+                rows = recall.ranked_sync(conn, params, vector, ann[scope])
                 assert rows
 
             def select1() -> None:
@@ -356,6 +414,8 @@ def run(
         "load_seconds": round(load_s, 1),
         "embedding_dims": dims,
         "embedding_load_seconds": round(embed_load_s, 1),
+        "ann_indexes_built": len(large),
+        "ann_index_build_seconds": round(ann_build_s, 1),
         "select1": r_select1,
         "inject": r_inject,
         "inject_relevance_text": r_rel,

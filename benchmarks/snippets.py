@@ -2,7 +2,8 @@
 
 Searching past conversations at inject: N messages in one scope (episodes of 10 messages,
 indexed by the insert trigger as record does; each message 6-10 words of the inject
-benchmark's vocabulary, and a random vector from a made-up model), then on one connection:
+benchmark's vocabulary, embedded by the bundled model, with the scope's own HNSW index as the
+flows build it), then on one connection:
 
 * select1 - SELECT 1, the reference
 * search_text - the snippet search by full text (BM25 within the scope)
@@ -27,12 +28,22 @@ import psycopg
 from agent_memory.db import embeddings as embedding_repo
 from agent_memory.db import snippets as snippet_repo
 from agent_memory.decay import today
+from agent_memory.local_embedding import load
 from agent_memory.models import Scope
 from benchmarks.database import admin_dsn, drop_database, fresh_database
-from benchmarks.inject import VOCABULARY, question, summary, timings
+from benchmarks.inject import (
+    EMBED_MODEL,
+    VOCABULARY,
+    build_ann_indexes,
+    embed_locally,
+    question,
+    summary,
+    timings,
+)
 
 DB = "agent_memory_bench_snippets"
-MODEL = "bench-embed"
+DIMS = 256  # of the vectors loaded, and so of the scope's HNSW index
+MODEL = EMBED_MODEL
 SCOPE = Scope("user-1", "agent")
 
 LOAD = """
@@ -48,16 +59,8 @@ SELECT 'user-1', 'agent',
 FROM generate_series(1, %(episodes)s) AS e
 """
 
-LOAD_VECTORS = """
-INSERT INTO agent_memory.snippet_embeddings (snippet_id, model, embedding)
-SELECT s.id, %(model)s,
-       (SELECT array_agg(random() - 0.5) FROM generate_series(1, %(dims)s)
-        WHERE s.id IS NOT NULL)::vector
-FROM agent_memory.snippets s
-"""
 
-
-def run(messages: int, iterations: int, dims: int = 256) -> dict[str, Any]:
+def run(messages: int, iterations: int) -> dict[str, Any]:
     admin, server = admin_dsn()
     dsn = fresh_database(admin, DB)
     try:
@@ -69,13 +72,15 @@ def run(messages: int, iterations: int, dims: int = 256) -> dict[str, Any]:
             reason = embedding_repo.ensure(conn)
             if reason is not None:
                 raise SystemExit(f"pgvector is needed: {reason}")
-            conn.execute(LOAD_VECTORS, {"model": MODEL, "dims": dims})
+            embed_locally(conn, "snippets", "snippet_embeddings", "snippet_id")
             conn.execute("VACUUM ANALYZE")
             load_s = time.perf_counter() - started
+            # the scope's own HNSW index, as the flows build it for a large scope
+            ann_s = build_ann_indexes(dsn, "snippets", [SCOPE], MODEL)
             indexed = conn.execute("SELECT count(*) FROM agent_memory.snippets").fetchone()
             rng = random.Random(5)
             asks = [question(rng) for _ in range(iterations)]
-            vectors = [[rng.random() - 0.5 for _ in range(dims)] for _ in range(50)]
+            vectors = [list(map(float, v)) for v in load().embed(asks[:50], norm=True)]
             day = today()
             text_it = iter(asks * 2)
             hyb_it = iter([(q, vectors[i % 50]) for i, q in enumerate(asks)] * 2)
@@ -91,7 +96,7 @@ def run(messages: int, iterations: int, dims: int = 256) -> dict[str, Any]:
 
             def search_hybrid() -> None:
                 text, vector = next(hyb_it)
-                snippet_repo.search_sync(conn, params(text), vector)
+                snippet_repo.search_sync(conn, params(text), vector, DIMS)
 
             s1: list[float] = []
             txt: list[float] = []
@@ -113,6 +118,7 @@ def run(messages: int, iterations: int, dims: int = 256) -> dict[str, Any]:
     return {
         "messages": indexed[0] if indexed else 0,
         "load_seconds": round(load_s, 1),
+        "ann_index_build_seconds": round(ann_s, 1),
         "select1": r1,
         "search_text": rt,
         "search_hybrid": rh,

@@ -7,7 +7,13 @@ from psycopg_pool import AsyncConnectionPool
 
 from agent_memory import consolidation as steps
 from agent_memory.consolidation import ScopeBatch, ScopeResult
-from agent_memory.embedding import Embedded, TextEmbedder, embed_missing, embed_snippets
+from agent_memory.embedding import (
+    Embedded,
+    TextEmbedder,
+    embed_missing,
+    embed_snippets,
+    ensure_ann_indexes,
+)
 from agent_memory.extraction.base import Extraction, Extractor
 from agent_memory.models import Scope, Window
 from tasks.policy import DB_RETRIES, EMBED_RETRIES, LLM_RETRIES, STEP
@@ -106,6 +112,9 @@ async def embed_facts(
     messages = await embed_snippets(pool, embedder, scope, limit=limit)
     done = done._replace(snippets=messages.stored)
     logger = get_run_logger()
+    if scope is not None:
+        for name in await ensure_ann_indexes(pool, embedder, scope):
+            logger.info("built index %s: the scope's nearest vectors now come from it", name)
     for fact_id, reason in done.refusals:  # in the run's log, where operators look
         logger.warning(
             "fact %d is left without an embedding: %s; it is not asked for again until the "

@@ -42,10 +42,32 @@ CREATE TABLE IF NOT EXISTS agent_memory.snippet_embeddings (
     model      text NOT NULL,
     embedding  vector
 );
+-- each vector carries its scope, so a scope's nearest are read from its own rows (and, for a
+-- large scope, from an index of its own: see ensure_ann_index)
+ALTER TABLE agent_memory.fact_embeddings ADD COLUMN IF NOT EXISTS scope_key text COLLATE "C";
+ALTER TABLE agent_memory.snippet_embeddings ADD COLUMN IF NOT EXISTS scope_key text COLLATE "C";
+UPDATE agent_memory.fact_embeddings e SET scope_key = m.scope_key
+FROM agent_memory.memory_items m WHERE m.id = e.fact_id AND e.scope_key IS NULL;
+UPDATE agent_memory.snippet_embeddings e SET scope_key = m.scope_key
+FROM agent_memory.snippets m WHERE m.id = e.snippet_id AND e.scope_key IS NULL;
+CREATE INDEX IF NOT EXISTS fact_embeddings_scope_idx
+    ON agent_memory.fact_embeddings (scope_key, model);
+CREATE INDEX IF NOT EXISTS snippet_embeddings_scope_idx
+    ON agent_memory.snippet_embeddings (scope_key, model);
+-- the approximate nearest-neighbour (HNSW) indexes of large scopes, one per scope and model
+CREATE TABLE IF NOT EXISTS agent_memory.ann_indexes (
+    kind       text NOT NULL CHECK (kind IN ('facts', 'snippets')),
+    scope_key  text COLLATE "C" NOT NULL,
+    model      text NOT NULL,
+    dims       integer NOT NULL,
+    name       text NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (kind, scope_key, model)
+);
 """
 
-EXISTS = """SELECT to_regclass('agent_memory.fact_embeddings') IS NOT NULL
-               AND to_regclass('agent_memory.snippet_embeddings') IS NOT NULL"""
+# the last table CREATE makes: when it is there, so is the rest
+EXISTS = "SELECT to_regclass('agent_memory.ann_indexes') IS NOT NULL"
 
 # current facts with no embedding from this model (new facts, or all after a change of model)
 # that it has not refused
@@ -54,7 +76,7 @@ SELECT m.id, m.content
 FROM agent_memory.memory_items m
 LEFT JOIN agent_memory.fact_embeddings e ON e.fact_id = m.id AND e.model = %(model)s
 WHERE e.fact_id IS NULL AND m.superseded_at IS NULL AND m.id > %(after)s
-  AND (%(all_scopes)s OR {SCOPE_MATCH})
+  AND (%(all_scopes)s OR m.{SCOPE_MATCH})
   AND NOT EXISTS (SELECT 1 FROM agent_memory.fact_embedding_rejections r
                   WHERE r.fact_id = m.id AND r.model = %(model)s)
 ORDER BY m.id
@@ -73,18 +95,18 @@ LIMIT %(limit)s
 
 # a NULL vector marks a message the model refused
 STORE_SNIPPETS = """
-INSERT INTO agent_memory.snippet_embeddings (snippet_id, model, embedding)
-SELECT f, %(model)s, v::vector
+INSERT INTO agent_memory.snippet_embeddings (snippet_id, scope_key, model, embedding)
+SELECT f, m.scope_key, %(model)s, v::vector
 FROM unnest(%(ids)s::bigint[], %(vectors)s::text[]) AS t(f, v)
-WHERE EXISTS (SELECT 1 FROM agent_memory.snippets m WHERE m.id = f)
+JOIN agent_memory.snippets m ON m.id = f
 ON CONFLICT (snippet_id) DO UPDATE SET model = EXCLUDED.model, embedding = EXCLUDED.embedding
 """
 
 STORE = """
-INSERT INTO agent_memory.fact_embeddings (fact_id, model, embedding)
-SELECT f, %(model)s, v::vector
+INSERT INTO agent_memory.fact_embeddings (fact_id, scope_key, model, embedding)
+SELECT f, m.scope_key, %(model)s, v::vector
 FROM unnest(%(ids)s::bigint[], %(vectors)s::text[]) AS t(f, v)
-WHERE EXISTS (SELECT 1 FROM agent_memory.memory_items m WHERE m.id = f)
+JOIN agent_memory.memory_items m ON m.id = f
 ON CONFLICT (fact_id) DO UPDATE
 SET model = EXCLUDED.model, embedding = EXCLUDED.embedding, created_at = now()
 """
@@ -236,3 +258,94 @@ async def counts(conn: psycopg.AsyncConnection[Any], model: str) -> tuple[int, i
     cur = await conn.execute(COUNTS, {"model": model})
     row = await cur.fetchone()
     return (int(row[0]), int(row[1]), int(row[2])) if row else (0, 0, 0)
+
+
+# ---- per-scope approximate nearest-neighbour indexes -----------------------------------------
+#
+# Comparing the question with every vector of a scope costs time in proportion to the scope:
+# fine for the hundreds of facts most scopes hold, not for 10,000 facts or 100,000 messages.
+# pgvector's HNSW index answers "nearest first" approximately in about constant time, but one
+# index over every scope would return other scopes' rows first (pgvector 0.6 cannot filter
+# inside the index scan). So a large scope gets an index of its own, partial on its scope key
+# and model: built by the flows when the scope passes AGENT_MEMORY_EMBEDDING_ANN_MIN_ROWS,
+# recorded in ann_indexes, and read by inject for that scope only.
+
+_TABLES = {
+    "facts": "fact_embeddings",
+    "snippets": "snippet_embeddings",
+}
+
+ANN_DIMS = """
+SELECT dims FROM agent_memory.ann_indexes
+WHERE kind = %(kind)s AND model = %(model)s
+  AND scope_key = agent_memory.scope_key(%(user_id)s, %(agent_id)s, %(workflow_id)s)
+"""
+
+
+async def ann_dims(
+    conn: psycopg.AsyncConnection[Any], kind: str, scope: Scope, model: str
+) -> int | None:
+    """The dimensions of the scope's own HNSW index of ``kind`` for ``model``, if it has one."""
+    cur = await conn.execute(ANN_DIMS, {**scope.as_dict(), "kind": kind, "model": model})
+    row = await cur.fetchone()
+    return int(row[0]) if row else None
+
+
+def ann_dims_sync(conn: psycopg.Connection[Any], kind: str, scope: Scope, model: str) -> int | None:
+    row = conn.execute(ANN_DIMS, {**scope.as_dict(), "kind": kind, "model": model}).fetchone()
+    return int(row[0]) if row else None
+
+
+async def ensure_ann_index(
+    conn: psycopg.AsyncConnection[Any], kind: str, scope: Scope, model: str, min_rows: int
+) -> str | None:
+    """Build the scope's own HNSW index of ``kind`` (``facts`` or ``snippets``) for ``model``
+    once it holds ``min_rows`` vectors of one size; the index's name when one was built now.
+
+    ``conn`` must be in autocommit mode: the index is built CONCURRENTLY, so embedding and
+    inject go on meanwhile. Safe to rerun and to run twice at once (the second finds the first's
+    index, or fails to build a duplicate and leaves the first's)."""
+    from psycopg import sql
+
+    table = _TABLES[kind]
+    params = {**scope.as_dict(), "kind": kind, "model": model}
+    if await ann_dims(conn, kind, scope, model) is not None:
+        return None
+    cur = await conn.execute(
+        sql.SQL(
+            "SELECT scope_key, vector_dims(embedding), count(*) FROM (SELECT scope_key, embedding"
+            " FROM agent_memory.{} WHERE scope_key = agent_memory.scope_key(%(user_id)s,"
+            " %(agent_id)s, %(workflow_id)s) AND model = %(model)s AND embedding IS NOT NULL"
+            " LIMIT %(min_rows)s) AS s GROUP BY 1, 2 ORDER BY 3 DESC LIMIT 1"
+        ).format(sql.Identifier(table)),
+        {**params, "min_rows": min_rows},
+    )
+    row = await cur.fetchone()
+    if row is None or row[2] < min_rows:
+        return None
+    scope_key, dims = str(row[0]), int(row[1])
+    import hashlib
+
+    digest = hashlib.sha256(f"{kind}\0{scope_key}\0{model}".encode()).hexdigest()[:16]
+    name = f"{table}_ann_{digest}"
+    await conn.execute(
+        sql.SQL(
+            "CREATE INDEX CONCURRENTLY IF NOT EXISTS {} ON agent_memory.{} USING hnsw"
+            " ((embedding::vector({})) vector_cosine_ops)"
+            " WHERE scope_key = {} AND model = {} AND vector_dims(embedding) = {}"
+            " AND embedding IS NOT NULL"
+        ).format(
+            sql.Identifier(name),
+            sql.Identifier(table),
+            sql.Literal(dims),
+            sql.Literal(scope_key),
+            sql.Literal(model),
+            sql.Literal(dims),
+        )
+    )
+    await conn.execute(
+        """INSERT INTO agent_memory.ann_indexes (kind, scope_key, model, dims, name)
+           VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
+        (kind, scope_key, model, dims, name),
+    )
+    return name

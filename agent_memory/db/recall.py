@@ -32,6 +32,7 @@ priors only order comparable matches:
 
 from __future__ import annotations
 
+import functools
 from datetime import date, datetime
 from typing import Any
 
@@ -107,24 +108,43 @@ text_hits AS (
 
 
 # rows of a scope the full-text statistics are taken from (see text_hits)
-_SAMPLE = 2000
+_SAMPLE = 1000
 
 
-def vector_hits(table: str, embeddings: str, key: str, where: str) -> str:
+def vector_hits(
+    table: str, embeddings: str, key: str, where: str, ann_dims: int | None = None
+) -> str:
     """The CTE ``vector_hits(id, r, n)``: the rows of ``table`` (alias ``m``) that ``where``
     admits, nearest to the question's vector first, ``n`` their cosine similarity to it,
-    clipped at 0. Their vectors are in ``embeddings``, keyed by ``key``. A
-    stored vector of other dimensions than the question's (the model's output size changed)
-    counts as unrelated rather than failing."""
+    clipped at 0. Their vectors are in ``embeddings`` (keyed by ``key``, with the scope's
+    ``scope_key``): the scope's nearest ``2 * candidates`` of the model are read first, then
+    those ``where`` admits are kept. A stored vector of other dimensions than the question's
+    (the model's output size changed) counts as unrelated rather than failing.
+
+    ``ann_dims``: the scope has an HNSW index of its own for vectors of these dimensions
+    (:func:`agent_memory.db.embeddings.ensure_ann_index`); the nearest are read from it,
+    approximately, instead of comparing every vector of the scope. Run such a statement
+    unprepared, so that the planner sees the scope and can use its index.
+    """
+    if ann_dims is None:
+        distance = "e.embedding <=> %(vector)s::vector"
+        dims = "vector_dims(e.embedding) = vector_dims(%(vector)s::vector)"
+    else:
+        d = int(ann_dims)
+        distance = f"e.embedding::vector({d}) <=> %(vector)s::vector({d})"
+        dims = f"vector_dims(e.embedding) = {d} AND e.embedding IS NOT NULL"
     return f"""vector_hits AS (
     SELECT id, row_number() OVER (ORDER BY distance, id) AS r,
            greatest(1 - distance, 0) AS n
-    FROM (SELECT m.id, e.embedding <=> %(vector)s::vector AS distance
-          FROM {table} m
-          JOIN {embeddings} e ON e.{key} = m.id AND e.model = %(model)s
-               AND vector_dims(e.embedding) = vector_dims(%(vector)s::vector)
-          WHERE %(vector)s::text IS NOT NULL AND {where}
-          ORDER BY distance LIMIT %(candidates)s) AS nearest
+    FROM (SELECT m.id, nearest.distance
+          FROM (SELECT e.{key} AS id, {distance} AS distance
+                FROM {embeddings} e
+                WHERE %(vector)s::text IS NOT NULL AND e.{SCOPE_MATCH}
+                  AND e.model = %(model)s AND {dims}
+                ORDER BY {distance} LIMIT 2 * %(candidates)s) AS nearest
+          JOIN {table} m ON m.id = nearest.id
+          WHERE {where}
+          ORDER BY nearest.distance LIMIT %(candidates)s) AS found
 )"""
 
 
@@ -189,6 +209,16 @@ RANKED_TEXT = _RANK.format(vector_hits=NO_VECTOR_HITS)
 RANKED_HYBRID = _RANK.format(vector_hits=_VECTOR_HITS)
 
 
+@functools.cache
+def ranked_hybrid_ann(dims: int) -> str:
+    """:data:`RANKED_HYBRID` reading a large scope's nearest facts from its own HNSW index."""
+    return _RANK.format(
+        vector_hits=vector_hits(
+            "agent_memory.memory_items", "agent_memory.fact_embeddings", "fact_id", _CURRENT, dims
+        )
+    )
+
+
 def ranked_params(
     scope: Scope,
     text: str | None,
@@ -235,27 +265,56 @@ def _rows(rows: list[Any]) -> Ranked:
     return [(int(r[0]), str(r[1]), float(r[2]), float(r[3])) for r in rows]
 
 
-def _statement(params: dict[str, Any], vector: list[float] | None) -> tuple[str, dict[str, Any]]:
+def _statement(
+    params: dict[str, Any], vector: list[float] | None, ann_dims: int | None
+) -> tuple[str, dict[str, Any]]:
     if vector is None:
         return RANKED_TEXT, params
-    return RANKED_HYBRID, {**params, "vector": vector_text(vector)}
+    query = RANKED_HYBRID if ann_dims is None else ranked_hybrid_ann(ann_dims)
+    return query, {**params, "vector": vector_text(vector)}
+
+
+# The ranking statements run unprepared: planned for the scope and question at hand, they
+# cost about a millisecond to plan, where a prepared statement's generic plan (psycopg
+# prepares a statement run five times on a connection) cannot tell a question's rare words
+# from its common ones or a large scope from a small one, and ran 3-4 times slower.
+#
+# How many candidates an HNSW scan keeps in its queue (pgvector's hnsw.ef_search): enough for
+# the 2 * candidates nearest that vector_hits reads before filtering; for this transaction.
+ANN_EF_SEARCH = "SELECT set_config('hnsw.ef_search', least(1000, 2 * %(candidates)s)::text, true)"
 
 
 async def ranked(
-    conn: psycopg.AsyncConnection[Any], params: dict[str, Any], vector: list[float] | None = None
+    conn: psycopg.AsyncConnection[Any],
+    params: dict[str, Any],
+    vector: list[float] | None = None,
+    ann_dims: int | None = None,
 ) -> Ranked:
     """The best facts by the hybrid score (see the module): by full text, and by meaning too
-    when ``vector`` (the question's embedding) and ``params["model"]`` are given."""
-    query, values = _statement(params, vector)
-    cur = await conn.execute(query, values)
-    return _rows(await cur.fetchall())
+    when ``vector`` (the question's embedding) and ``params["model"]`` are given; through the
+    scope's own HNSW index of vectors of ``ann_dims`` dimensions when it has one."""
+    query, values = _statement(params, vector, ann_dims)
+    if vector is None or ann_dims is None:
+        cur = await conn.execute(query, values, prepare=False)
+        return _rows(await cur.fetchall())
+    async with conn.transaction():  # the queue size holds for this transaction only
+        await conn.execute(ANN_EF_SEARCH, params)
+        cur = await conn.execute(query, values, prepare=False)
+        return _rows(await cur.fetchall())
 
 
 def ranked_sync(
-    conn: psycopg.Connection[Any], params: dict[str, Any], vector: list[float] | None = None
+    conn: psycopg.Connection[Any],
+    params: dict[str, Any],
+    vector: list[float] | None = None,
+    ann_dims: int | None = None,
 ) -> Ranked:
-    query, values = _statement(params, vector)
-    return _rows(conn.execute(query, values).fetchall())
+    query, values = _statement(params, vector, ann_dims)
+    if vector is None or ann_dims is None:
+        return _rows(conn.execute(query, values, prepare=False).fetchall())
+    with conn.transaction():
+        conn.execute(ANN_EF_SEARCH, params)
+        return _rows(conn.execute(query, values, prepare=False).fetchall())
 
 
 # Restart the decay clock of facts just used: each is as important today as when it was last

@@ -8,6 +8,7 @@ recency as the bounded prior: ``relevance * (1 - p + p * recency)``.
 
 from __future__ import annotations
 
+import functools
 from datetime import date, datetime
 from typing import Any
 
@@ -15,7 +16,14 @@ import psycopg
 
 from agent_memory.db.embeddings import vector_text
 from agent_memory.db.fragments import SCOPE_MATCH
-from agent_memory.db.recall import _QUERY, FUSED, NO_VECTOR_HITS, text_hits, vector_hits
+from agent_memory.db.recall import (
+    _QUERY,
+    ANN_EF_SEARCH,
+    FUSED,
+    NO_VECTOR_HITS,
+    text_hits,
+    vector_hits,
+)
 from agent_memory.decay import day_index
 from agent_memory.models import Scope, Snippet
 
@@ -46,6 +54,20 @@ SEARCH_HYBRID = _SEARCH.format(
 )
 
 
+@functools.cache
+def search_hybrid_ann(dims: int) -> str:
+    """:data:`SEARCH_HYBRID` reading a large scope's nearest messages from its HNSW index."""
+    return _SEARCH.format(
+        vector_hits=vector_hits(
+            "agent_memory.snippets",
+            "agent_memory.snippet_embeddings",
+            "snippet_id",
+            _IN_RANGE,
+            dims,
+        )
+    )
+
+
 def search_params(
     scope: Scope,
     text: str,
@@ -54,7 +76,7 @@ def search_params(
     since: datetime | None = None,
     until: datetime | None = None,
     limit: int = 10,
-    candidates: int = 100,
+    candidates: int = 50,
     fusion_weights: tuple[float, float] = (1.0, 1.0),
     fusion: str = "relative",
     rrf_k: float = 60.0,
@@ -80,10 +102,13 @@ def search_params(
     }
 
 
-def _statement(params: dict[str, Any], vector: list[float] | None) -> tuple[str, dict[str, Any]]:
+def _statement(
+    params: dict[str, Any], vector: list[float] | None, ann_dims: int | None
+) -> tuple[str, dict[str, Any]]:
     if vector is None or not params.get("model"):
         return SEARCH_TEXT, params
-    return SEARCH_HYBRID, {**params, "vector": vector_text(vector)}
+    query = SEARCH_HYBRID if ann_dims is None else search_hybrid_ann(ann_dims)
+    return query, {**params, "vector": vector_text(vector)}
 
 
 def _snippets(rows: list[Any]) -> list[Snippet]:
@@ -102,17 +127,33 @@ def _snippets(rows: list[Any]) -> list[Snippet]:
 
 
 async def search(
-    conn: psycopg.AsyncConnection[Any], params: dict[str, Any], vector: list[float] | None = None
+    conn: psycopg.AsyncConnection[Any],
+    params: dict[str, Any],
+    vector: list[float] | None = None,
+    ann_dims: int | None = None,
 ) -> list[Snippet]:
     """The scope's messages most relevant to ``params["text"]`` (by meaning too when
-    ``vector`` and ``params["model"]`` are given), best first."""
-    query, values = _statement(params, vector)
-    cur = await conn.execute(query, values)
-    return _snippets(await cur.fetchall())
+    ``vector`` and ``params["model"]`` are given; through the scope's own HNSW index of vectors
+    of ``ann_dims`` dimensions when it has one), best first."""
+    query, values = _statement(params, vector, ann_dims)
+    if query is SEARCH_TEXT or ann_dims is None:
+        cur = await conn.execute(query, values, prepare=False)
+        return _snippets(await cur.fetchall())
+    async with conn.transaction():  # the queue size holds for this transaction only
+        await conn.execute(ANN_EF_SEARCH, params)
+        cur = await conn.execute(query, values, prepare=False)
+        return _snippets(await cur.fetchall())
 
 
 def search_sync(
-    conn: psycopg.Connection[Any], params: dict[str, Any], vector: list[float] | None = None
+    conn: psycopg.Connection[Any],
+    params: dict[str, Any],
+    vector: list[float] | None = None,
+    ann_dims: int | None = None,
 ) -> list[Snippet]:
-    query, values = _statement(params, vector)
-    return _snippets(conn.execute(query, values).fetchall())
+    query, values = _statement(params, vector, ann_dims)
+    if query is SEARCH_TEXT or ann_dims is None:
+        return _snippets(conn.execute(query, values, prepare=False).fetchall())
+    with conn.transaction():
+        conn.execute(ANN_EF_SEARCH, params)
+        return _snippets(conn.execute(query, values, prepare=False).fetchall())

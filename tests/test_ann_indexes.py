@@ -1,0 +1,124 @@
+"""A large scope gets an HNSW index of its own for its facts and for its messages, built by the
+flows' embedding step once it passes AGENT_MEMORY_EMBEDDING_ANN_MIN_ROWS; inject then reads the
+scope's nearest vectors from it (the planner sees the scope: the statement is not prepared),
+and ranks as the exact comparison does."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+from langchain_core.messages import HumanMessage
+
+from agent_memory import MemoryManager
+from agent_memory.db import embeddings as embedding_repo
+from agent_memory.db import recall as recall_repo
+from agent_memory.decay import today
+from agent_memory.embedding import ensure_ann_indexes, make_embedder
+from agent_memory.models import Scope
+from agent_memory.settings import EmbeddingSettings, Settings
+from benchmarks.retrieval import load_facts
+from tests.vectors import embed_all
+
+BIG, SMALL = Scope("big", "assistant"), Scope("small", "assistant")
+TOPICS = ["violin", "garden", "marathon", "coffee", "Kubernetes", "sailing", "pottery", "chess"]
+
+
+async def test_a_large_scope_gets_its_own_index_and_inject_reads_it(
+    settings: Settings, db: psycopg.Connection[Any]
+) -> None:
+    facts = [
+        {"content": f"User mentioned {t} on day {n}.", "importance": 0.5}
+        for n in range(8)
+        for t in TOPICS
+    ]
+    load_facts(db, BIG, facts)  # 64 facts
+    load_facts(db, SMALL, facts[:10])
+    tuned = settings.model_copy(update={"embedding": EmbeddingSettings(ann_min_rows=50)})
+    manager = await MemoryManager.create(settings=tuned, migrate=False)
+    try:
+        for n in range(6):  # 60 messages in BIG's conversations
+            await manager.record(
+                BIG, [HumanMessage(f"We talked about {t} {n}.") for t in TOPICS[:5]] * 2
+            )
+        assert await embed_all(manager) == 74
+        embedder = make_embedder(tuned.embedding)
+        assert embedder is not None
+        from agent_memory.embedding import embed_snippets
+
+        await embed_snippets(await manager._apool(), embedder)
+        pool = await manager._apool()
+        built = await ensure_ann_indexes(pool, embedder, BIG)
+        assert len(built) == 2 and all("_ann_" in name for name in built)
+        assert await ensure_ann_indexes(pool, embedder, BIG) == []  # once
+        assert await ensure_ann_indexes(pool, embedder, SMALL) == []  # 10 facts: too few
+        rows = db.execute(
+            "SELECT kind, model, dims FROM agent_memory.ann_indexes ORDER BY kind"
+        ).fetchall()
+        assert rows == [("facts", embedder.model, 256), ("snippets", embedder.model, 256)]
+        for name in built:  # valid, and partial on the scope
+            index = db.execute(
+                "SELECT indisvalid, pg_get_indexdef(indexrelid) FROM pg_index"
+                " WHERE indexrelid = %s::regclass",
+                (f"agent_memory.{name}",),
+            ).fetchone()
+            assert index is not None and index[0] and "'''big'',''assistant'',NULL'" in index[1]
+
+        # the planner can use the scope's index for its nearest facts (at 64 facts comparing
+        # all is cheaper, so sorting is priced out here, as at scale its cost does)
+        vector = embedder.embed_sync(["Which instrument do I play?"])[0]
+        params = recall_repo.ranked_params(
+            BIG,
+            "Which instrument do I play?",
+            on=today(),
+            min_importance=0.0,
+            limit=5,
+            candidates=20,
+        )
+        params = {**params, "model": embedder.model,
+                  "vector": embedding_repo.vector_text(vector)}  # fmt: skip
+        with db.transaction():
+            db.execute("SET LOCAL enable_sort = off")
+            plan = "\n".join(
+                r[0]
+                for r in db.execute(
+                    "EXPLAIN " + recall_repo.ranked_hybrid_ann(256), params, prepare=False
+                )
+            )
+        assert next(n for n in built if n.startswith("fact_embeddings")) in plan
+        # and inject ranks as the exact comparison does
+        exact = recall_repo.ranked_sync(db, params, vector)
+        approximate = recall_repo.ranked_sync(db, params, vector, 256)
+        assert [r[1] for r in approximate][:3] == [r[1] for r in exact][:3]
+        assert exact[0][1].startswith("User mentioned violin")
+        frame = await manager.inject(BIG, query="Which instrument do I play?")
+        assert frame.ranking == "hybrid" and frame.injected_facts[0].startswith(
+            "User mentioned violin"
+        )
+        assert frame.snippets and "violin" in frame.snippets[0].content
+        assert manager._ann_known[("facts", BIG, embedder.model)][0] == 256
+        assert manager.inject_sync(BIG, query="Which instrument do I play?") == frame
+    finally:
+        await manager.close()
+
+
+def test_vectors_stored_before_scopes_were_kept_get_their_scope(
+    db: psycopg.Connection[Any],
+) -> None:
+    # the embeddings table as an earlier version created it: no scope_key, no ann_indexes
+    load_facts(db, BIG, [{"content": "User plays the violin.", "importance": 0.5}])
+    db.execute(
+        """CREATE EXTENSION IF NOT EXISTS vector;
+           CREATE TABLE agent_memory.fact_embeddings (
+               fact_id bigint PRIMARY KEY REFERENCES agent_memory.memory_items (id)
+                       ON DELETE CASCADE,
+               model text NOT NULL, embedding vector NOT NULL,
+               created_at timestamptz NOT NULL DEFAULT now());
+           INSERT INTO agent_memory.fact_embeddings (fact_id, model, embedding)
+           SELECT id, 'm', '[1,0,0]' FROM agent_memory.memory_items;"""
+    )
+    assert embedding_repo.ensure(db) is None
+    assert db.execute("SELECT scope_key FROM agent_memory.fact_embeddings").fetchall() == [
+        ("'big','assistant',NULL",)
+    ]
+    assert embedding_repo.ensure(db) is None  # once there, nothing to do
