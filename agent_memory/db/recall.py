@@ -284,6 +284,30 @@ def _statement(
 ANN_EF_SEARCH = "SELECT set_config('hnsw.ef_search', least(1000, 2 * %(candidates)s)::text, true)"
 
 
+async def fetch_ranking(
+    conn: psycopg.AsyncConnection[Any], query: str, values: dict[str, Any], ann: bool
+) -> list[Any]:
+    """Run a ranking statement unprepared; through a scope's HNSW index (``ann``) in a
+    transaction of its own that sizes the index scan's queue."""
+    if not ann:
+        cur = await conn.execute(query, values, prepare=False)
+        return await cur.fetchall()
+    async with conn.transaction():  # the queue size holds for this transaction only
+        await conn.execute(ANN_EF_SEARCH, values)
+        cur = await conn.execute(query, values, prepare=False)
+        return await cur.fetchall()
+
+
+def fetch_ranking_sync(
+    conn: psycopg.Connection[Any], query: str, values: dict[str, Any], ann: bool
+) -> list[Any]:
+    if not ann:
+        return conn.execute(query, values, prepare=False).fetchall()
+    with conn.transaction():
+        conn.execute(ANN_EF_SEARCH, values)
+        return conn.execute(query, values, prepare=False).fetchall()
+
+
 async def ranked(
     conn: psycopg.AsyncConnection[Any],
     params: dict[str, Any],
@@ -294,13 +318,8 @@ async def ranked(
     when ``vector`` (the question's embedding) and ``params["model"]`` are given; through the
     scope's own HNSW index of vectors of ``ann_dims`` dimensions when it has one."""
     query, values = _statement(params, vector, ann_dims)
-    if vector is None or ann_dims is None:
-        cur = await conn.execute(query, values, prepare=False)
-        return _rows(await cur.fetchall())
-    async with conn.transaction():  # the queue size holds for this transaction only
-        await conn.execute(ANN_EF_SEARCH, params)
-        cur = await conn.execute(query, values, prepare=False)
-        return _rows(await cur.fetchall())
+    ann = vector is not None and ann_dims is not None
+    return _rows(await fetch_ranking(conn, query, values, ann))
 
 
 def ranked_sync(
@@ -310,11 +329,8 @@ def ranked_sync(
     ann_dims: int | None = None,
 ) -> Ranked:
     query, values = _statement(params, vector, ann_dims)
-    if vector is None or ann_dims is None:
-        return _rows(conn.execute(query, values, prepare=False).fetchall())
-    with conn.transaction():
-        conn.execute(ANN_EF_SEARCH, params)
-        return _rows(conn.execute(query, values, prepare=False).fetchall())
+    ann = vector is not None and ann_dims is not None
+    return _rows(fetch_ranking_sync(conn, query, values, ann))
 
 
 # Restart the decay clock of facts just used: each is as important today as when it was last

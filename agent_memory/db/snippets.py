@@ -18,9 +18,10 @@ from agent_memory.db.embeddings import vector_text
 from agent_memory.db.fragments import SCOPE_MATCH
 from agent_memory.db.recall import (
     _QUERY,
-    ANN_EF_SEARCH,
     FUSED,
     NO_VECTOR_HITS,
+    fetch_ranking,
+    fetch_ranking_sync,
     text_hits,
     vector_hits,
 )
@@ -136,13 +137,8 @@ async def search(
     ``vector`` and ``params["model"]`` are given; through the scope's own HNSW index of vectors
     of ``ann_dims`` dimensions when it has one), best first."""
     query, values = _statement(params, vector, ann_dims)
-    if query is SEARCH_TEXT or ann_dims is None:
-        cur = await conn.execute(query, values, prepare=False)
-        return _snippets(await cur.fetchall())
-    async with conn.transaction():  # the queue size holds for this transaction only
-        await conn.execute(ANN_EF_SEARCH, params)
-        cur = await conn.execute(query, values, prepare=False)
-        return _snippets(await cur.fetchall())
+    ann = query is not SEARCH_TEXT and ann_dims is not None
+    return _snippets(await fetch_ranking(conn, query, values, ann))
 
 
 def search_sync(
@@ -152,8 +148,5 @@ def search_sync(
     ann_dims: int | None = None,
 ) -> list[Snippet]:
     query, values = _statement(params, vector, ann_dims)
-    if query is SEARCH_TEXT or ann_dims is None:
-        return _snippets(conn.execute(query, values, prepare=False).fetchall())
-    with conn.transaction():
-        conn.execute(ANN_EF_SEARCH, params)
-        return _snippets(conn.execute(query, values, prepare=False).fetchall())
+    ann = query is not SEARCH_TEXT and ann_dims is not None
+    return _snippets(fetch_ranking_sync(conn, query, values, ann))
