@@ -68,7 +68,8 @@ def text_hits(table: str, where: str, tie: str) -> str:
     sample, the scope's ``_SAMPLE`` first rows by ``tie`` (through its index; a smaller scope is
     all in it, and exact), and the rows scored are the sample's matches and, in the whole
     scope, the rows holding a word rare in the sample (in 1% of it or less): a common word alone
-    says little about any one row, and is not worth scanning the scope for.
+    says little about any one row, and is not worth scanning the scope for. A scope the sample
+    holds whole is not searched again (a GIN scan for a word would read every scope's rows).
     """
     return f"""terms AS (
     SELECT lexeme, quote_literal(lexeme)::tsquery AS q
@@ -90,7 +91,8 @@ weights AS MATERIALIZED (
 rare AS (SELECT string_agg(q::text, ' | ')::tsquery AS q FROM weights WHERE rare),
 matched AS (
     SELECT m.id, m.{tie}, m.search FROM {table} m, rare
-    WHERE rare.q IS NOT NULL AND {where} AND m.search @@ rare.q
+    WHERE rare.q IS NOT NULL AND (SELECT n FROM corpus) >= {_SAMPLE}
+      AND {where} AND m.search @@ rare.q
     UNION
     SELECT s.id, s.{tie}, s.search FROM sample s, query WHERE s.search @@ query.q
 ),
