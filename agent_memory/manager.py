@@ -38,6 +38,7 @@ from agent_memory.db import facts as fact_repo
 from agent_memory.db import recall as recall_repo
 from agent_memory.db import snippets as snippet_repo
 from agent_memory.db.connection import Database, resolve
+from agent_memory.db.embeddings import AnnIndex
 from agent_memory.db.pool import setup_schema
 from agent_memory.embedding import QueryEmbedder
 from agent_memory.errors import InvalidMessageError
@@ -129,7 +130,7 @@ class MemoryManager:
         self._closed = False
         self._queries = QueryEmbedder(settings.embedding, database)
         # which scopes have an HNSW index of their own (see _ann), looked up again after a while
-        self._ann_known: dict[tuple[str, Scope, str], tuple[int | None, float]] = {}
+        self._ann_known: dict[tuple[str, Scope, str], tuple[AnnIndex | None, float]] = {}
         self.inject_node: RunnableLambda[Any, dict[str, Any]] = RunnableLambda(
             self._inject_sync, afunc=self._inject_async, name="inject_memory"
         )
@@ -472,39 +473,42 @@ class MemoryManager:
             snippets = self._search_sync(conn, scope, plan)
         return self._frame(scope, plan, rows, history, snippets)
 
-    def _ann_cached(self, kind: str, scope: Scope) -> tuple[tuple[str, Scope, str], int | None]:
+    def _ann_cached(
+        self, kind: str, scope: Scope
+    ) -> tuple[tuple[str, Scope, str], tuple[AnnIndex | None, float] | None]:
+        """The scope's HNSW index of ``kind`` as last looked up, None when due a new look."""
         key = (kind, scope, self._queries.model or "")
         known = self._ann_known.get(key)
-        if known is not None and known[1] > monotonic():
-            return key, known[0]
-        return key, -1
+        return key, known if known is not None and known[1] > monotonic() else None
 
-    def _ann_learned(self, key: tuple[str, Scope, str], dims: int | None) -> int | None:
+    def _ann_learned(self, key: tuple[str, Scope, str], ann: AnnIndex | None) -> AnnIndex | None:
         if len(self._ann_known) > _ANN_KNOWN_MAX:
             self._ann_known.clear()
-        self._ann_known[key] = (dims, monotonic() + _ANN_RECHECK_S)
-        return dims
+        self._ann_known[key] = (ann, monotonic() + _ANN_RECHECK_S)
+        return ann
 
-    async def _ann(self, conn: psycopg.AsyncConnection[Any], kind: str, scope: Scope) -> int | None:
-        """The dimensions of the scope's own HNSW index of ``kind``, if the flows built one."""
-        key, dims = self._ann_cached(kind, scope)
-        if dims != -1:
-            return dims
+    async def _ann(
+        self, conn: psycopg.AsyncConnection[Any], kind: str, scope: Scope
+    ) -> AnnIndex | None:
+        """The scope's own HNSW index of ``kind``, if the flows built one."""
+        key, known = self._ann_cached(kind, scope)
+        if known is not None:
+            return known[0]
         try:
-            dims = await embedding_repo.ann_dims(conn, kind, scope, key[2])
+            ann = await embedding_repo.ann_index(conn, kind, scope, key[2])
         except psycopg.Error:  # the table is not there (an old schema): compare every vector
-            dims = None
-        return self._ann_learned(key, dims)
+            ann = None
+        return self._ann_learned(key, ann)
 
-    def _ann_sync(self, conn: psycopg.Connection[Any], kind: str, scope: Scope) -> int | None:
-        key, dims = self._ann_cached(kind, scope)
-        if dims != -1:
-            return dims
+    def _ann_sync(self, conn: psycopg.Connection[Any], kind: str, scope: Scope) -> AnnIndex | None:
+        key, known = self._ann_cached(kind, scope)
+        if known is not None:
+            return known[0]
         try:
-            dims = embedding_repo.ann_dims_sync(conn, kind, scope, key[2])
+            ann = embedding_repo.ann_index_sync(conn, kind, scope, key[2])
         except psycopg.Error:
-            dims = None
-        return self._ann_learned(key, dims)
+            ann = None
+        return self._ann_learned(key, ann)
 
     async def _search(
         self, conn: psycopg.AsyncConnection[Any], scope: Scope, plan: _Recall

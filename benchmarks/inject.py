@@ -160,23 +160,25 @@ def load_facts(conn: psycopg.Connection[Any], facts: int, scopes: int) -> float:
     return time.perf_counter() - started
 
 
-def embed_locally(conn: psycopg.Connection[Any], items: str, embeddings: str, key: str) -> int:
+def embed_locally(
+    conn: psycopg.Connection[Any], items: str, embeddings: str, key: str, model: str = EMBED_MODEL
+) -> int:
     """Embed every row of ``items`` with the bundled model into ``embeddings`` (as the flows
-    would, model EMBED_MODEL): real vectors, so an HNSW index meets the structure real text
+    would, as ``model``): real vectors, so an HNSW index meets the structure real text
     has (random vectors are its worst case). How many."""
     from agent_memory.local_embedding import load
 
-    model = load()
+    embedder = load()
     rows = conn.execute(f"SELECT id, scope_key, content FROM agent_memory.{items}").fetchall()
     with conn.cursor().copy(
         f"COPY agent_memory.{embeddings} ({key}, scope_key, model, embedding) FROM STDIN"
     ) as copy:
         for start in range(0, len(rows), 4096):
             batch = rows[start : start + 4096]
-            vectors = model.embed([r[2] for r in batch], norm=True)
+            vectors = embedder.embed([r[2] for r in batch], norm=True)
             for (row_id, scope_key, _), vector in zip(batch, vectors, strict=True):
                 text = "[" + ",".join(f"{x:.6g}" for x in vector) + "]"
-                copy.write_row((row_id, scope_key, EMBED_MODEL, text))
+                copy.write_row((row_id, scope_key, model, text))
     return len(rows)
 
 
@@ -214,6 +216,10 @@ def question(rng: random.Random) -> str:
     return f"what about the {words[0]}, the {words[1]} and a {words[2]}?"
 
 
+# read once: building settings takes longer than the query it would size
+_CANDIDATES = MemorySettings().inject_candidates
+
+
 def relevance_params(scope: Scope, text: str | None, day: date) -> dict[str, Any]:
     return recall.ranked_params(
         scope,
@@ -221,7 +227,7 @@ def relevance_params(scope: Scope, text: str | None, day: date) -> dict[str, Any
         on=day,
         min_importance=0.1,
         limit=20,
-        candidates=MemorySettings().inject_candidates,
+        candidates=_CANDIDATES,
     )
 
 
@@ -300,7 +306,7 @@ def run(
 
             # which scopes have an HNSW index of their own (inject looks it up once a minute)
             ann = {
-                scope: embedding_repo.ann_dims_sync(conn, "facts", scope, EMBED_MODEL)
+                scope: embedding_repo.ann_index_sync(conn, "facts", scope, EMBED_MODEL)
                 for scope in {scope for scope, _ in asks}
             }
             hyb_it = iter(

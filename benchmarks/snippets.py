@@ -9,6 +9,9 @@ flows build it), then on one connection:
 * search_text - the snippet search by full text (BM25 within the scope)
 * search_hybrid - by full text and meaning fused (the default inject with snippets on adds
   this to the facts' query), the question's vector given
+* inject_with_snippets - the whole default inject (``MemoryManager.inject_sync``: the question
+  embedded by the bundled model, the scope's 200 facts ranked, the snippets searched and
+  chosen), on the manager's own pool
 
 It prints JSON with p50/p95/p99 in ms and each p50's ratio to select1's. Bound (issue 12):
 inject with snippets on, p50 <= 8 ms at 100,000 messages in one scope.
@@ -25,14 +28,15 @@ from typing import Any
 
 import psycopg
 
+from agent_memory import MemoryManager
 from agent_memory.db import embeddings as embedding_repo
 from agent_memory.db import snippets as snippet_repo
 from agent_memory.decay import today
 from agent_memory.local_embedding import load
 from agent_memory.models import Scope
+from agent_memory.settings import LOCAL_MODEL
 from benchmarks.database import admin_dsn, drop_database, fresh_database
 from benchmarks.inject import (
-    EMBED_MODEL,
     VOCABULARY,
     build_ann_indexes,
     embed_locally,
@@ -40,10 +44,11 @@ from benchmarks.inject import (
     summary,
     timings,
 )
+from benchmarks.retrieval import load_facts
 
 DB = "agent_memory_bench_snippets"
 DIMS = 256  # of the vectors loaded, and so of the scope's HNSW index
-MODEL = EMBED_MODEL
+MODEL = LOCAL_MODEL  # the default inject finds the vectors as its own
 SCOPE = Scope("user-1", "agent")
 
 LOAD = """
@@ -69,14 +74,19 @@ def run(messages: int, iterations: int) -> dict[str, Any]:
             conn.execute(
                 LOAD, {"words": VOCABULARY, "n": len(VOCABULARY), "episodes": messages // 10}
             )
+            # a scope's facts too, as inject ranks them before it searches the messages
+            facts = [question(random.Random(n)) for n in range(200)]
+            load_facts(conn, SCOPE, [{"content": f"User {q}", "importance": 0.5} for q in facts])
             reason = embedding_repo.ensure(conn)
             if reason is not None:
                 raise SystemExit(f"pgvector is needed: {reason}")
-            embed_locally(conn, "snippets", "snippet_embeddings", "snippet_id")
+            embed_locally(conn, "snippets", "snippet_embeddings", "snippet_id", MODEL)
+            embed_locally(conn, "memory_items", "fact_embeddings", "fact_id", MODEL)
             conn.execute("VACUUM ANALYZE")
             load_s = time.perf_counter() - started
             # the scope's own HNSW index, as the flows build it for a large scope
             ann_s = build_ann_indexes(dsn, "snippets", [SCOPE], MODEL)
+            ann = embedding_repo.ann_index_sync(conn, "snippets", SCOPE, MODEL)
             indexed = conn.execute("SELECT count(*) FROM agent_memory.snippets").fetchone()
             rng = random.Random(5)
             asks = [question(rng) for _ in range(iterations)]
@@ -96,16 +106,28 @@ def run(messages: int, iterations: int) -> dict[str, Any]:
 
             def search_hybrid() -> None:
                 text, vector = next(hyb_it)
-                snippet_repo.search_sync(conn, params(text), vector, DIMS)
+                snippet_repo.search_sync(conn, params(text), vector, ann)
+
+            manager = MemoryManager.create_sync(dsn, migrate=False)
+            inj_it = iter(asks * 2)
+
+            def inject_with_snippets() -> None:
+                frame = manager.inject_sync(SCOPE, query=next(inj_it))
+                assert frame.ranking == "hybrid" and frame.snippets
 
             s1: list[float] = []
             txt: list[float] = []
             hyb: list[float] = []
+            inj: list[float] = []
             rounds = 5
-            for _ in range(rounds):
-                s1 += timings(select1, iterations // rounds)
-                txt += timings(search_text, iterations // rounds)
-                hyb += timings(search_hybrid, iterations // rounds)
+            try:
+                for _ in range(rounds):
+                    s1 += timings(select1, iterations // rounds)
+                    txt += timings(search_text, iterations // rounds)
+                    hyb += timings(search_hybrid, iterations // rounds)
+                    inj += timings(inject_with_snippets, iterations // rounds)
+            finally:
+                manager.close_sync()
     finally:
         drop_database(admin, DB)
         if server is not None:
@@ -114,7 +136,7 @@ def run(messages: int, iterations: int) -> dict[str, Any]:
     def figures(ms: list[float]) -> dict[str, float]:
         return {**summary(ms), "p99_ms": round(sorted(ms)[int(len(ms) * 0.99) - 1], 4)}
 
-    r1, rt, rh = figures(s1), figures(txt), figures(hyb)
+    r1, rt, rh, ri = figures(s1), figures(txt), figures(hyb), figures(inj)
     return {
         "messages": indexed[0] if indexed else 0,
         "load_seconds": round(load_s, 1),
@@ -122,12 +144,13 @@ def run(messages: int, iterations: int) -> dict[str, Any]:
         "select1": r1,
         "search_text": rt,
         "search_hybrid": rh,
+        "inject_with_snippets": ri,
         "ratios": {
             "search_text_p50_over_select1_p50": round(rt["p50_ms"] / r1["p50_ms"], 1),
             "search_hybrid_p50_over_select1_p50": round(rh["p50_ms"] / r1["p50_ms"], 1),
         },
         "bounds": {"inject_with_snippets_p50_ms": "<= 8 at 100,000 messages in one scope"},
-        "pass": rh["p50_ms"] <= 8 if messages >= 100_000 else None,
+        "pass": ri["p50_ms"] <= 8 if messages >= 100_000 else None,
     }
 
 

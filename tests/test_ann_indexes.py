@@ -1,10 +1,11 @@
 """A large scope gets an HNSW index of its own for its facts and for its messages, built by the
 flows' embedding step once it passes AGENT_MEMORY_EMBEDDING_ANN_MIN_ROWS; inject then reads the
-scope's nearest vectors from it (the planner sees the scope: the statement is not prepared),
-and ranks as the exact comparison does."""
+scope's nearest vectors from it (the statement names the scope, so its plans can use the
+index, prepared ones too), and ranks as the exact comparison does."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import psycopg
@@ -64,6 +65,8 @@ async def test_a_large_scope_gets_its_own_index_and_inject_reads_it(
             ).fetchone()
             assert index is not None and index[0] and "'''big'',''assistant'',NULL'" in index[1]
 
+        ann = embedding_repo.ann_index_sync(db, "facts", BIG, embedder.model)
+        assert ann is not None and ann.dims == 256 and ann.model == embedder.model
         # the planner can use the scope's index for its nearest facts (at 64 facts comparing
         # all is cheaper, so sorting is priced out here, as at scale its cost does)
         vector = embedder.embed_sync(["Which instrument do I play?"])[0]
@@ -82,21 +85,43 @@ async def test_a_large_scope_gets_its_own_index_and_inject_reads_it(
             plan = "\n".join(
                 r[0]
                 for r in db.execute(
-                    "EXPLAIN " + recall_repo.ranked_hybrid_ann(256), params, prepare=False
+                    "EXPLAIN " + recall_repo.ranked_hybrid_ann(ann), params, prepare=False
                 )
             )
-        assert next(n for n in built if n.startswith("fact_embeddings")) in plan
+        index = next(n for n in built if n.startswith("fact_embeddings"))
+        assert index in plan
+        # so can a prepared statement's generic plan, made before any scope or vector is known:
+        # the statement names the index's scope and model as its predicate does
+        names: list[str] = []
+
+        def placeholder(m: re.Match[str]) -> str:
+            if m.group(1) not in names:
+                names.append(m.group(1))
+            return f"${names.index(m.group(1)) + 1}"
+
+        generic = re.sub(r"%\((\w+)\)s", placeholder, recall_repo.ranked_hybrid_ann(ann))
+        with db.transaction():
+            db.execute("SET LOCAL enable_sort = off")
+            plan = "\n".join(r[0] for r in db.execute("EXPLAIN (GENERIC_PLAN) " + generic))
+        assert index in plan
         # and inject ranks as the exact comparison does
         exact = recall_repo.ranked_sync(db, params, vector)
-        approximate = recall_repo.ranked_sync(db, params, vector, 256)
+        approximate = recall_repo.ranked_sync(db, params, vector, ann)
         assert [r[1] for r in approximate][:3] == [r[1] for r in exact][:3]
+        # the index scan's queue was sized for the session of this autocommit connection, once
+        assert db.execute("SHOW hnsw.ef_search").fetchone() == ("40",)  # 2 x 20 candidates
+        with db.transaction():  # in a caller's transaction: for that transaction only
+            inside = recall_repo.ranked_sync(db, {**params, "candidates": 30}, vector, ann)
+            assert db.execute("SHOW hnsw.ef_search").fetchone() == ("60",)
+        assert [r[1] for r in inside][:3] == [r[1] for r in exact][:3]
+        assert db.execute("SHOW hnsw.ef_search").fetchone() == ("40",)
         assert exact[0][1].startswith("User mentioned violin")
         frame = await manager.inject(BIG, query="Which instrument do I play?")
         assert frame.ranking == "hybrid" and frame.injected_facts[0].startswith(
             "User mentioned violin"
         )
         assert frame.snippets and "violin" in frame.snippets[0].content
-        assert manager._ann_known[("facts", BIG, embedder.model)][0] == 256
+        assert manager._ann_known[("facts", BIG, embedder.model)][0] == ann
         assert manager.inject_sync(BIG, query="Which instrument do I play?") == frame
     finally:
         await manager.close()

@@ -16,7 +16,7 @@ change of model tries it again, and so does ``agent-memory embed --retry-rejecte
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 
@@ -275,25 +275,37 @@ _TABLES = {
     "snippets": "snippet_embeddings",
 }
 
+
+class AnnIndex(NamedTuple):
+    """A scope's own HNSW index (its rows in ``ann_indexes``): the vectors' dimensions, and the
+    scope key and model its partial predicate names."""
+
+    dims: int
+    scope_key: str
+    model: str
+
+
 ANN_DIMS = """
-SELECT dims FROM agent_memory.ann_indexes
+SELECT dims, scope_key FROM agent_memory.ann_indexes
 WHERE kind = %(kind)s AND model = %(model)s
   AND scope_key = agent_memory.scope_key(%(user_id)s, %(agent_id)s, %(workflow_id)s)
 """
 
 
-async def ann_dims(
+async def ann_index(
     conn: psycopg.AsyncConnection[Any], kind: str, scope: Scope, model: str
-) -> int | None:
-    """The dimensions of the scope's own HNSW index of ``kind`` for ``model``, if it has one."""
+) -> AnnIndex | None:
+    """The scope's own HNSW index of ``kind`` for ``model``, if it has one."""
     cur = await conn.execute(ANN_DIMS, {**scope.as_dict(), "kind": kind, "model": model})
     row = await cur.fetchone()
-    return int(row[0]) if row else None
+    return AnnIndex(int(row[0]), str(row[1]), model) if row else None
 
 
-def ann_dims_sync(conn: psycopg.Connection[Any], kind: str, scope: Scope, model: str) -> int | None:
+def ann_index_sync(
+    conn: psycopg.Connection[Any], kind: str, scope: Scope, model: str
+) -> AnnIndex | None:
     row = conn.execute(ANN_DIMS, {**scope.as_dict(), "kind": kind, "model": model}).fetchone()
-    return int(row[0]) if row else None
+    return AnnIndex(int(row[0]), str(row[1]), model) if row else None
 
 
 async def ensure_ann_index(
@@ -309,7 +321,7 @@ async def ensure_ann_index(
 
     table = _TABLES[kind]
     params = {**scope.as_dict(), "kind": kind, "model": model}
-    if await ann_dims(conn, kind, scope, model) is not None:
+    if await ann_index(conn, kind, scope, model) is not None:
         return None
     cur = await conn.execute(
         sql.SQL(

@@ -33,13 +33,15 @@ priors only order comparable matches:
 from __future__ import annotations
 
 import functools
+import weakref
 from datetime import date, datetime
 from typing import Any
 
 import psycopg
+from psycopg import sql
 from psycopg.rows import dict_row
 
-from agent_memory.db.embeddings import vector_text
+from agent_memory.db.embeddings import AnnIndex, vector_text
 from agent_memory.db.fragments import LAMBDA, SCOPE_MATCH
 from agent_memory.decay import MIN_IMPORTANCE, day_index
 from agent_memory.models import Episode, HistoryEntry, Scope
@@ -47,6 +49,8 @@ from agent_memory.models import Episode, HistoryEntry, Scope
 # Any word of the message, stemmed: plainto_tsquery ANDs the words (and chains compounds with
 # <->); every operator between two quoted lexemes becomes OR. NULL text: no relevance. A
 # message of stop words or punctuation only gives an empty query, which matches nothing.
+# MATERIALIZED: computed once, where a prepared statement's generic plan would otherwise
+# rebuild it from the parameter for every row it is matched against.
 _QUERY = """(SELECT regexp_replace(plainto_tsquery('english', %(text)s)::text,
                                   ' (&|<->|<[0-9]+>) ', ' | ', 'g')::tsquery AS q)"""
 
@@ -110,11 +114,11 @@ text_hits AS (
 
 
 # rows of a scope the full-text statistics are taken from (see text_hits)
-_SAMPLE = 1000
+_SAMPLE = 500
 
 
 def vector_hits(
-    table: str, embeddings: str, key: str, where: str, ann_dims: int | None = None
+    table: str, embeddings: str, key: str, where: str, ann: AnnIndex | None = None
 ) -> str:
     """The CTE ``vector_hits(id, r, n)``: the rows of ``table`` (alias ``m``) that ``where``
     admits, nearest to the question's vector first, ``n`` their cosine similarity to it,
@@ -123,17 +127,22 @@ def vector_hits(
     those ``where`` admits are kept. A stored vector of other dimensions than the question's
     (the model's output size changed) counts as unrelated rather than failing.
 
-    ``ann_dims``: the scope has an HNSW index of its own for vectors of these dimensions
-    (:func:`agent_memory.db.embeddings.ensure_ann_index`); the nearest are read from it,
-    approximately, instead of comparing every vector of the scope. Run such a statement
-    unprepared, so that the planner sees the scope and can use its index.
+    ``ann``: the scope's own HNSW index (:func:`agent_memory.db.embeddings.ensure_ann_index`);
+    the nearest are read from it, approximately, instead of comparing every vector of the
+    scope. The statement then names the index's scope and model as constants, as its partial
+    predicate does, so that any plan of it can use the index, a prepared one's too.
     """
-    if ann_dims is None:
+    if ann is None:
         distance = "e.embedding <=> %(vector)s::vector"
+        match = f"e.{SCOPE_MATCH} AND e.model = %(model)s"
         dims = "vector_dims(e.embedding) = vector_dims(%(vector)s::vector)"
     else:
-        d = int(ann_dims)
+        d = int(ann.dims)
         distance = f"e.embedding::vector({d}) <=> %(vector)s::vector({d})"
+        # %% : psycopg reads the statement's other text for placeholders
+        scope_key = sql.Literal(ann.scope_key).as_string().replace("%", "%%")
+        model = sql.Literal(ann.model).as_string().replace("%", "%%")
+        match = f"e.scope_key = {scope_key} AND e.model = {model}"
         dims = f"vector_dims(e.embedding) = {d} AND e.embedding IS NOT NULL"
     return f"""vector_hits AS (
     SELECT id, row_number() OVER (ORDER BY distance, id) AS r,
@@ -141,8 +150,7 @@ def vector_hits(
     FROM (SELECT m.id, nearest.distance
           FROM (SELECT e.{key} AS id, {distance} AS distance
                 FROM {embeddings} e
-                WHERE %(vector)s::text IS NOT NULL AND e.{SCOPE_MATCH}
-                  AND e.model = %(model)s AND {dims}
+                WHERE %(vector)s::text IS NOT NULL AND {match} AND {dims}
                 ORDER BY {distance} LIMIT 2 * %(candidates)s) AS nearest
           JOIN {table} m ON m.id = nearest.id
           WHERE {where}
@@ -170,7 +178,7 @@ _VECTOR_HITS = vector_hits(
 )
 
 _RANK = f"""
-WITH query AS {_QUERY},
+WITH query AS MATERIALIZED {_QUERY},
 {_TEXT_HITS},
 {{vector_hits}},
 top AS (
@@ -211,12 +219,12 @@ RANKED_TEXT = _RANK.format(vector_hits=NO_VECTOR_HITS)
 RANKED_HYBRID = _RANK.format(vector_hits=_VECTOR_HITS)
 
 
-@functools.cache
-def ranked_hybrid_ann(dims: int) -> str:
+@functools.lru_cache(maxsize=1024)
+def ranked_hybrid_ann(ann: AnnIndex) -> str:
     """:data:`RANKED_HYBRID` reading a large scope's nearest facts from its own HNSW index."""
     return _RANK.format(
         vector_hits=vector_hits(
-            "agent_memory.memory_items", "agent_memory.fact_embeddings", "fact_id", _CURRENT, dims
+            "agent_memory.memory_items", "agent_memory.fact_embeddings", "fact_id", _CURRENT, ann
         )
     )
 
@@ -268,71 +276,96 @@ def _rows(rows: list[Any]) -> Ranked:
 
 
 def _statement(
-    params: dict[str, Any], vector: list[float] | None, ann_dims: int | None
+    params: dict[str, Any], vector: list[float] | None, ann: AnnIndex | None
 ) -> tuple[str, dict[str, Any]]:
     if vector is None:
         return RANKED_TEXT, params
-    query = RANKED_HYBRID if ann_dims is None else ranked_hybrid_ann(ann_dims)
+    query = RANKED_HYBRID if ann is None else ranked_hybrid_ann(ann)
     return query, {**params, "vector": vector_text(vector)}
 
 
-# The ranking statements run unprepared: planned for the scope and question at hand, they
-# cost about a millisecond to plan, where a prepared statement's generic plan (psycopg
-# prepares a statement run five times on a connection) cannot tell a question's rare words
-# from its common ones or a large scope from a small one, and ran 3-4 times slower.
+# Ranking statements run as psycopg runs any statement, prepared once they recur: a generic plan
+# serves small and large scopes alike, and saves parsing and planning a statement this size on
+# every call. One reading a scope's HNSW index names the scope as a constant (vector_hits), so
+# its plans can use that partial index; it is a statement of its own per large scope.
 #
 # How many candidates an HNSW scan keeps in its queue (pgvector's hnsw.ef_search): enough for
-# the 2 * candidates nearest that vector_hits reads before filtering; for this transaction.
-ANN_EF_SEARCH = "SELECT set_config('hnsw.ef_search', least(1000, 2 * %(candidates)s)::text, true)"
+# the 2 * candidates nearest that vector_hits reads before filtering. It is set for the
+# session of an autocommit connection (the pool's), once per value, rather than in a
+# transaction of its own around every statement: that would cost three more round trips.
+ANN_EF_SEARCH = (
+    "SELECT set_config('hnsw.ef_search', least(1000, 2 * %(candidates)s)::text, %(local)s)"
+)
+
+# the queue size each autocommit connection's session has been given
+_ef_search: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+
+
+def _session_ef(conn: Any, values: dict[str, Any]) -> bool | None:
+    """Whether this connection's session needs the queue size of ``values`` set (True), has it
+    (False), or cannot keep one (None: in a transaction, or not autocommit)."""
+    if not conn.autocommit or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        return None
+    return _ef_search.get(conn) != int(values["candidates"])
 
 
 async def fetch_ranking(
     conn: psycopg.AsyncConnection[Any], query: str, values: dict[str, Any], ann: bool
 ) -> list[Any]:
-    """Run a ranking statement unprepared; through a scope's HNSW index (``ann``) in a
-    transaction of its own that sizes the index scan's queue."""
+    """Run a ranking statement (see above); ``ann``: it reads a scope's HNSW index."""
     if not ann:
-        cur = await conn.execute(query, values, prepare=False)
+        cur = await conn.execute(query, values)
         return await cur.fetchall()
-    async with conn.transaction():  # the queue size holds for this transaction only
-        await conn.execute(ANN_EF_SEARCH, values)
-        cur = await conn.execute(query, values, prepare=False)
-        return await cur.fetchall()
+    session = _session_ef(conn, values)
+    if session is None:  # the caller's transaction: size the queue for it alone
+        async with conn.transaction():
+            await conn.execute(ANN_EF_SEARCH, {**values, "local": True})
+            cur = await conn.execute(query, values)
+            return await cur.fetchall()
+    if session:
+        await conn.execute(ANN_EF_SEARCH, {**values, "local": False})
+        _ef_search[conn] = int(values["candidates"])
+    cur = await conn.execute(query, values)
+    return await cur.fetchall()
 
 
 def fetch_ranking_sync(
     conn: psycopg.Connection[Any], query: str, values: dict[str, Any], ann: bool
 ) -> list[Any]:
     if not ann:
-        return conn.execute(query, values, prepare=False).fetchall()
-    with conn.transaction():
-        conn.execute(ANN_EF_SEARCH, values)
-        return conn.execute(query, values, prepare=False).fetchall()
+        return conn.execute(query, values).fetchall()
+    session = _session_ef(conn, values)
+    if session is None:
+        with conn.transaction():
+            conn.execute(ANN_EF_SEARCH, {**values, "local": True})
+            return conn.execute(query, values).fetchall()
+    if session:
+        conn.execute(ANN_EF_SEARCH, {**values, "local": False})
+        _ef_search[conn] = int(values["candidates"])
+    return conn.execute(query, values).fetchall()
 
 
 async def ranked(
     conn: psycopg.AsyncConnection[Any],
     params: dict[str, Any],
     vector: list[float] | None = None,
-    ann_dims: int | None = None,
+    ann: AnnIndex | None = None,
 ) -> Ranked:
     """The best facts by the hybrid score (see the module): by full text, and by meaning too
     when ``vector`` (the question's embedding) and ``params["model"]`` are given; through the
-    scope's own HNSW index of vectors of ``ann_dims`` dimensions when it has one."""
-    query, values = _statement(params, vector, ann_dims)
-    ann = vector is not None and ann_dims is not None
-    return _rows(await fetch_ranking(conn, query, values, ann))
+    scope's own HNSW index ``ann`` when it has one."""
+    query, values = _statement(params, vector, ann)
+    return _rows(await fetch_ranking(conn, query, values, vector is not None and ann is not None))
 
 
 def ranked_sync(
     conn: psycopg.Connection[Any],
     params: dict[str, Any],
     vector: list[float] | None = None,
-    ann_dims: int | None = None,
+    ann: AnnIndex | None = None,
 ) -> Ranked:
-    query, values = _statement(params, vector, ann_dims)
-    ann = vector is not None and ann_dims is not None
-    return _rows(fetch_ranking_sync(conn, query, values, ann))
+    query, values = _statement(params, vector, ann)
+    return _rows(fetch_ranking_sync(conn, query, values, vector is not None and ann is not None))
 
 
 # Restart the decay clock of facts just used: each is as important today as when it was last

@@ -14,7 +14,7 @@ from typing import Any
 
 import psycopg
 
-from agent_memory.db.embeddings import vector_text
+from agent_memory.db.embeddings import AnnIndex, vector_text
 from agent_memory.db.fragments import SCOPE_MATCH
 from agent_memory.db.recall import (
     _QUERY,
@@ -33,7 +33,7 @@ _IN_RANGE = f"""m.{SCOPE_MATCH}
       AND m.occurred_at < coalesce(%(until)s, 'infinity'::timestamptz)"""
 
 _SEARCH = f"""
-WITH query AS {_QUERY},
+WITH query AS MATERIALIZED {_QUERY},
 {text_hits("agent_memory.snippets", _IN_RANGE, "occurred_at")},
 {{vector_hits}},
 {FUSED}
@@ -55,8 +55,8 @@ SEARCH_HYBRID = _SEARCH.format(
 )
 
 
-@functools.cache
-def search_hybrid_ann(dims: int) -> str:
+@functools.lru_cache(maxsize=1024)
+def search_hybrid_ann(ann: AnnIndex) -> str:
     """:data:`SEARCH_HYBRID` reading a large scope's nearest messages from its HNSW index."""
     return _SEARCH.format(
         vector_hits=vector_hits(
@@ -64,7 +64,7 @@ def search_hybrid_ann(dims: int) -> str:
             "agent_memory.snippet_embeddings",
             "snippet_id",
             _IN_RANGE,
-            dims,
+            ann,
         )
     )
 
@@ -104,11 +104,11 @@ def search_params(
 
 
 def _statement(
-    params: dict[str, Any], vector: list[float] | None, ann_dims: int | None
+    params: dict[str, Any], vector: list[float] | None, ann: AnnIndex | None
 ) -> tuple[str, dict[str, Any]]:
     if vector is None or not params.get("model"):
         return SEARCH_TEXT, params
-    query = SEARCH_HYBRID if ann_dims is None else search_hybrid_ann(ann_dims)
+    query = SEARCH_HYBRID if ann is None else search_hybrid_ann(ann)
     return query, {**params, "vector": vector_text(vector)}
 
 
@@ -131,22 +131,24 @@ async def search(
     conn: psycopg.AsyncConnection[Any],
     params: dict[str, Any],
     vector: list[float] | None = None,
-    ann_dims: int | None = None,
+    ann: AnnIndex | None = None,
 ) -> list[Snippet]:
     """The scope's messages most relevant to ``params["text"]`` (by meaning too when
-    ``vector`` and ``params["model"]`` are given; through the scope's own HNSW index of vectors
-    of ``ann_dims`` dimensions when it has one), best first."""
-    query, values = _statement(params, vector, ann_dims)
-    ann = query is not SEARCH_TEXT and ann_dims is not None
-    return _snippets(await fetch_ranking(conn, query, values, ann))
+    ``vector`` and ``params["model"]`` are given; through the scope's own HNSW index ``ann``
+    when it has one), best first."""
+    query, values = _statement(params, vector, ann)
+    return _snippets(
+        await fetch_ranking(conn, query, values, query is not SEARCH_TEXT and ann is not None)
+    )
 
 
 def search_sync(
     conn: psycopg.Connection[Any],
     params: dict[str, Any],
     vector: list[float] | None = None,
-    ann_dims: int | None = None,
+    ann: AnnIndex | None = None,
 ) -> list[Snippet]:
-    query, values = _statement(params, vector, ann_dims)
-    ann = query is not SEARCH_TEXT and ann_dims is not None
-    return _snippets(fetch_ranking_sync(conn, query, values, ann))
+    query, values = _statement(params, vector, ann)
+    return _snippets(
+        fetch_ranking_sync(conn, query, values, query is not SEARCH_TEXT and ann is not None)
+    )
