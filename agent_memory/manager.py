@@ -287,11 +287,7 @@ class MemoryManager:
             limit=m.inject_limit,
             candidates=m.inject_candidates,
             priors=(m.inject_weight_importance, m.inject_weight_recency),
-            fusion_weights=(m.inject_weight_text, m.inject_weight_vector),
-            fusion=m.inject_fusion,
-            rrf_k=m.inject_rrf_k,
-            prior_weight=m.inject_prior_weight,
-            half_life_days=m.inject_recency_half_life_days,
+            fusion=recall_repo.Fusion.of(m),
         )
         params["question"] = params["text"]
         ranking: Literal["priors", "text"] = "text" if params["text"] else "priors"
@@ -329,11 +325,7 @@ class MemoryManager:
             until=plan.before,
             limit=_SNIPPET_CANDIDATES,
             candidates=m.inject_candidates,
-            fusion_weights=(m.inject_weight_text, m.inject_weight_vector),
-            fusion=m.inject_fusion,
-            rrf_k=m.inject_rrf_k,
-            prior_weight=m.inject_prior_weight,
-            half_life_days=m.inject_recency_half_life_days,
+            fusion=recall_repo.Fusion.of(m),
         )
         params["model"] = plan.params.get("model")
         return params
@@ -574,11 +566,7 @@ class MemoryManager:
             until=end,
             limit=limit,
             candidates=max(m.inject_candidates, limit),
-            fusion_weights=(m.inject_weight_text, m.inject_weight_vector),
-            fusion=m.inject_fusion,
-            rrf_k=m.inject_rrf_k,
-            prior_weight=m.inject_prior_weight,
-            half_life_days=m.inject_recency_half_life_days,
+            fusion=recall_repo.Fusion.of(m),
         )
         vector = None
         if self.settings.embedding.active_model is not None:

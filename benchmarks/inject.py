@@ -216,8 +216,8 @@ def question(rng: random.Random) -> str:
     return f"what about the {words[0]}, the {words[1]} and a {words[2]}?"
 
 
-# read once: building settings takes longer than the query it would size
-_CANDIDATES = MemorySettings().inject_candidates
+# read once: building settings takes longer than the query they shape
+_SETTINGS = MemorySettings()
 
 
 def relevance_params(scope: Scope, text: str | None, day: date) -> dict[str, Any]:
@@ -227,7 +227,8 @@ def relevance_params(scope: Scope, text: str | None, day: date) -> dict[str, Any
         on=day,
         min_importance=0.1,
         limit=20,
-        candidates=_CANDIDATES,
+        candidates=_SETTINGS.inject_candidates,
+        fusion=recall.Fusion.of(_SETTINGS),
     )
 
 

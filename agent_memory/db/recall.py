@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import functools
 import weakref
+from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
@@ -45,6 +46,7 @@ from agent_memory.db.embeddings import AnnIndex, vector_text
 from agent_memory.db.fragments import LAMBDA, SCOPE_MATCH
 from agent_memory.decay import MIN_IMPORTANCE, day_index
 from agent_memory.models import Episode, HistoryEntry, Scope
+from agent_memory.settings import MemorySettings
 
 # Any word of the message, stemmed: plainto_tsquery ANDs the words (and chains compounds with
 # <->); every operator between two quoted lexemes becomes OR. NULL text: no relevance. A
@@ -229,6 +231,44 @@ def ranked_hybrid_ann(ann: AnnIndex) -> str:
     )
 
 
+@dataclass(frozen=True)
+class Fusion:
+    """How the two relevance rankings are fused and how far the priors may re-order matches
+    (see the module), for facts and conversation snippets alike: ``weights`` those of the
+    full-text and the meaning rankings, ``method`` ``relative`` or ``rrf``."""
+
+    weights: tuple[float, float] = (1.0, 1.0)
+    method: str = "relative"
+    rrf_k: float = 60.0
+    prior_weight: float = 0.1
+    half_life_days: float = 7.0
+
+    @classmethod
+    def of(cls, m: MemorySettings) -> Fusion:
+        """The fusion the inject settings describe."""
+        return cls(
+            weights=(m.inject_weight_text, m.inject_weight_vector),
+            method=m.inject_fusion,
+            rrf_k=m.inject_rrf_k,
+            prior_weight=m.inject_prior_weight,
+            half_life_days=m.inject_recency_half_life_days,
+        )
+
+    def params(self) -> dict[str, Any]:
+        return {
+            "w_text": self.weights[0],
+            "w_vector": self.weights[1],
+            "fusion": self.method,
+            "rrf_k": self.rrf_k,
+            "prior_weight": self.prior_weight,
+            "half_life": self.half_life_days,
+        }
+
+
+# the defaults of the settings
+DEFAULT_FUSION = Fusion()
+
+
 def ranked_params(
     scope: Scope,
     text: str | None,
@@ -238,15 +278,10 @@ def ranked_params(
     limit: int,
     candidates: int,
     priors: tuple[float, float] = (1.0, 1.0),
-    fusion_weights: tuple[float, float] = (1.0, 1.0),
-    fusion: str = "rrf",
-    rrf_k: float = 60.0,
-    prior_weight: float = 0.1,
-    half_life_days: float = 7.0,
+    fusion: Fusion = DEFAULT_FUSION,
 ) -> dict[str, Any]:
     """The parameters of one ranking: ``priors`` the weights of importance and recency in the
-    prior, ``fusion_weights`` those of the full-text and the meaning rankings, ``fusion`` how
-    the rankings are fused, ``rrf`` or ``relative`` (see the module).
+    prior, ``fusion`` how relevance is made (see the module).
     """
     return {
         **scope.as_dict(),
@@ -259,12 +294,7 @@ def ranked_params(
         "candidates": candidates,
         "w_importance": priors[0],
         "w_recency": priors[1],
-        "w_text": fusion_weights[0],
-        "w_vector": fusion_weights[1],
-        "fusion": fusion,
-        "rrf_k": rrf_k,
-        "prior_weight": prior_weight,
-        "half_life": half_life_days,
+        **fusion.params(),
     }
 
 

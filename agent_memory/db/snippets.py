@@ -18,8 +18,10 @@ from agent_memory.db.embeddings import AnnIndex, vector_text
 from agent_memory.db.fragments import SCOPE_MATCH
 from agent_memory.db.recall import (
     _QUERY,
+    DEFAULT_FUSION,
     FUSED,
     NO_VECTOR_HITS,
+    Fusion,
     fetch_ranking,
     fetch_ranking_sync,
     text_hits,
@@ -78,11 +80,7 @@ def search_params(
     until: datetime | None = None,
     limit: int = 10,
     candidates: int = 50,
-    fusion_weights: tuple[float, float] = (1.0, 1.0),
-    fusion: str = "relative",
-    rrf_k: float = 60.0,
-    prior_weight: float = 0.1,
-    half_life_days: float = 7.0,
+    fusion: Fusion = DEFAULT_FUSION,
 ) -> dict[str, Any]:
     return {
         **scope.as_dict(),
@@ -94,12 +92,7 @@ def search_params(
         "day": day_index(on),
         "limit": limit,
         "candidates": candidates,
-        "w_text": fusion_weights[0],
-        "w_vector": fusion_weights[1],
-        "fusion": fusion,
-        "rrf_k": rrf_k,
-        "prior_weight": prior_weight,
-        "half_life": half_life_days,
+        **fusion.params(),
     }
 
 
