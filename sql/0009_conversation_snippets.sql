@@ -55,7 +55,7 @@ BEGIN
            NEW.occurred_at, agent_memory.message_text(m.message)
     FROM jsonb_array_elements(NEW.messages) WITH ORDINALITY AS m(message, position)
     WHERE length(btrim(coalesce(agent_memory.message_text(m.message), ''))) > 0
-    ON CONFLICT (episode_id, position) DO NOTHING;
+    ON CONFLICT DO NOTHING;
     RETURN NULL;
 END $$;
 
@@ -70,4 +70,4 @@ SELECT e.id, m.position - 1, e.scope_key, agent_memory.message_speaker(m.message
 FROM agent_memory.episodes e,
      jsonb_array_elements(e.messages) WITH ORDINALITY AS m(message, position)
 WHERE length(btrim(coalesce(agent_memory.message_text(m.message), ''))) > 0
-ON CONFLICT (episode_id, position) DO NOTHING;
+ON CONFLICT DO NOTHING;

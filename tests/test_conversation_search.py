@@ -78,6 +78,61 @@ async def test_every_way_in_indexes_the_messages_it_stores(
     assert rows[1][3] == MARCH  # a message carries its conversation's time
 
 
+async def test_a_message_of_several_sentences_is_a_snippet_per_sentence(
+    manager: MemoryManager, db: psycopg.Connection[Any]
+) -> None:
+    await manager.record(
+        ALEX,
+        [
+            HumanMessage(
+                "Traffic was terrible!  I planted basil in the backyard. Is that odd?\u2026 No."
+            ),
+            AIMessage("Version 2.5 of the app, e.g. the beta, is out"),  # no sentence break
+        ],
+        occurred_at=MARCH,
+    )
+    rows = db.execute(
+        "SELECT position, part, speaker, content FROM agent_memory.snippets ORDER BY position, part"
+    ).fetchall()
+    assert rows == [
+        (0, 0, "user", "Traffic was terrible!"),
+        (0, 1, "user", "I planted basil in the backyard."),
+        (0, 2, "user", "Is that odd?\u2026"),
+        (0, 3, "user", "No."),
+        (1, 0, "assistant", "Version 2.5 of the app, e.g. the beta, is out"),
+    ]
+    # the sentence that answers is what is found, not the whole message
+    found = await manager.search_conversations(ALEX, "What did I plant in the backyard?")
+    assert found[0].content == "I planted basil in the backyard."
+    assert (found[0].position, found[0].speaker) == (0, "user")
+
+
+def test_upgrading_splits_the_messages_version_9_indexed_whole(
+    db: psycopg.Connection[Any],
+) -> None:
+    from agent_memory.db.migrations import load_migrations
+
+    # a snippet as version 9 made it: the whole message, part 0
+    db.execute(
+        "INSERT INTO agent_memory.episodes (user_id, agent_id, messages, message_count,"
+        " occurred_at) VALUES ('alex', 'assistant', %s, 1, %s)",
+        (json.dumps([{"role": "user", "content": "One. Two."}]), MARCH),
+    )
+    db.execute("DELETE FROM agent_memory.snippets")
+    db.execute(
+        "INSERT INTO agent_memory.snippets (episode_id, position, scope_key, speaker,"
+        " occurred_at, content) SELECT id, 0, scope_key, 'user', occurred_at, 'One. Two.'"
+        " FROM agent_memory.episodes"
+    )
+    (version_10,) = [m for m in load_migrations() if m.version == 10]
+    with db.transaction():
+        db.execute(version_10.sql.encode())
+    rows = db.execute(
+        "SELECT position, part, content FROM agent_memory.snippets ORDER BY part"
+    ).fetchall()
+    assert rows == [(0, 0, "One."), (0, 1, "Two.")]
+
+
 async def test_search_finds_messages_by_words_and_by_meaning_within_dates(
     manager: MemoryManager,
 ) -> None:
