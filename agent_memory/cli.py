@@ -555,6 +555,13 @@ def serve(
 backfill_app = typer.Typer(help="Import and consolidate historical conversations.")
 
 
+class DecayFromOption(StrEnum):
+    """``backfill run --decay-from`` (agent_memory.models.DecayFrom)."""
+
+    import_ = "import"
+    conversation = "conversation"
+
+
 def _end_import(report: Any, where: str, line: str) -> None:
     """Name each skipped record, print the import's one-line summary; exit 1 if any skipped."""
     for bad in report.bad:
@@ -687,6 +694,14 @@ def backfill_run(
     user: Annotated[
         list[str] | None, typer.Option("--user", help="only this user id (repeatable)")
     ] = None,
+    decay_from: Annotated[
+        DecayFromOption,
+        typer.Option(
+            "--decay-from",
+            help="where facts' decay clock starts: at the import (history useful now) or at "
+            "the conversation (as faded as it is old; old history may be purged at once)",
+        ),
+    ] = DecayFromOption.import_,
 ) -> None:
     """Run the backfill flow: consolidate pending history in the window, oldest first.
 
@@ -714,7 +729,12 @@ def backfill_run(
         from flows.backfill import BackfillParams, backfill_flow
         from flows.outcome import run_for_summary
 
-        params = BackfillParams(since=window.since, until=window.until, users=window.users)
+        params = BackfillParams(
+            since=window.since,
+            until=window.until,
+            users=window.users,
+            decay_from=decay_from.value,
+        )
         with database.connect(autocommit=True) as conn:
             total = count_pending_sync(conn, window)
     except AgentMemoryError as exc:
@@ -755,7 +775,13 @@ def backfill_run(
         summary,
         f"{summary['pending_before']} pending episode(s) in the window; {summary['episodes']} "
         f"consolidated over {summary['scopes']} scope(s): {summary['completed']} completed, "
-        f"{summary['failed']} failed; {summary['facts_created']} new fact(s)",
+        f"{summary['failed']} failed; {summary['facts_created']} new fact(s)"
+        + (
+            f"; {summary['facts_below_purge_threshold']} fact(s) already below the purge "
+            "threshold go at the next decay"
+            if summary.get("facts_below_purge_threshold")
+            else ""
+        ),
     )
 
 

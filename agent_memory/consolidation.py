@@ -40,7 +40,7 @@ from agent_memory.errors import ExtractionError, TransientExtractionError
 from agent_memory.extraction.base import Extraction, Extractor, Usage, checksum
 from agent_memory.extraction.offline import summarize
 from agent_memory.extraction.prompt import format_episodes
-from agent_memory.models import Episode, KnownFact, Operation, Scope, Window
+from agent_memory.models import DecayFrom, Episode, KnownFact, Operation, Scope, Window
 from agent_memory.redact import redact
 from agent_memory.settings import get_settings
 
@@ -126,6 +126,7 @@ class ScopeBatch:
     spent: Usage = field(default_factory=Usage)
     notes: list[str] = field(default_factory=list)  # e.g. an oversize episode that was cut
     more: bool = False  # pending episodes remain after this batch
+    decay_from: DecayFrom = "import"
 
     @property
     def episode_ids(self) -> list[int]:
@@ -133,8 +134,17 @@ class ScopeBatch:
 
     @property
     def occurred_at(self) -> datetime:
-        """When the newest conversation happened: the facts' decay clock starts there."""
+        """When the newest conversation happened."""
         return max(e.occurred_at for e in self.episodes)
+
+    @property
+    def clock(self) -> datetime:
+        """Where the decay clock of the batch's facts starts (see :data:`DecayFrom`): the newest
+        conversation, or, from ``import``, no earlier than when its episodes were stored. A
+        function of the stored episodes, so a rerun of the batch sets the same clock."""
+        if self.decay_from == "conversation":
+            return self.occurred_at
+        return max(max(e.occurred_at, e.created_at) for e in self.episodes)
 
 
 @dataclass
@@ -251,9 +261,11 @@ async def load_batch(
     max_episodes: int,
     token_budget: int = 8000,
     window: Window | None = None,
+    decay_from: DecayFrom = "import",
 ) -> ScopeBatch | None:
     """Load the scope's next batch of pending episodes (oldest first, within the token
-    budget and the window), checksum them and open a job row for them.
+    budget and the window), checksum them and open a job row for them; its facts' decay clock
+    starts as ``decay_from`` says.
 
     Call only while holding the scope's claim: a job still 'running' then belongs to a run that
     died, and is failed here (taken over) in the same transaction that opens the new job.
@@ -287,6 +299,7 @@ async def load_batch(
         known=known,
         notes=notes,
         more=len(chosen) < len(pending) or len(pending) == max_episodes,
+        decay_from=decay_from,
     )
 
 
@@ -469,7 +482,7 @@ async def _apply(conn: Any, batch: ScopeBatch, extraction: Extraction, boost: fl
         conn,
         batch.scope,
         extraction.facts,
-        batch.occurred_at,
+        batch.clock,
         batch.job_id,
         batch.episode_ids,
         boost=boost,

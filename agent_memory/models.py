@@ -187,6 +187,11 @@ class Episode(BaseModel):
 
 JobStatus = Literal["running", "completed", "skipped", "failed", "dead"]
 
+# Where a fact's decay clock starts: when memory learned it ("import": the later of the
+# conversation's time and when its episode was stored, so history imported today starts fresh)
+# or when the conversation happened ("conversation": old history is as faded as it is old).
+DecayFrom = Literal["import", "conversation"]
+
 
 class ConsolidationJob(BaseModel):
     """One consolidation attempt of one scope."""

@@ -1,9 +1,12 @@
 """The backfill flow: consolidate imported history, a date range and a scope filter at a time.
 
 Each scope's episodes go in the order they happened, batch by batch, so later conversations
-update (or contradict) what earlier ones taught; a fact's decay clock starts at the time of the
-conversation it came from. Every batch commits on its own: interrupt a backfill and start it
-again, and it carries on with what is still pending. A progress artifact follows the run.
+update (or contradict) what earlier ones taught. A fact's decay clock starts at the import by
+default (``decay_from="import"``), so history is useful now rather than as faded as it is old;
+``decay_from="conversation"`` starts it when the conversation happened, and the run then says
+how many facts the next decay will purge. Every batch commits on its own: interrupt a backfill
+and start it again, and it carries on with what is still pending. A progress artifact follows
+the run.
 """
 
 from __future__ import annotations
@@ -12,14 +15,16 @@ import time
 from datetime import datetime
 from typing import Any
 
-from prefect import flow, runtime
+from prefect import flow, get_run_logger, runtime
 from prefect.artifacts import acreate_progress_artifact, aupdate_progress_artifact
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
+from agent_memory import decay as decay_math
 from agent_memory.consolidation import ScopeResult
 from agent_memory.db.episodes import count_pending
+from agent_memory.db.facts import count_faded
 from agent_memory.db.pool import open_pool
-from agent_memory.models import Window
+from agent_memory.models import DecayFrom, Scope, Window
 from agent_memory.settings import get_settings
 from flows.consolidation import ConsolidationParams, run_consolidation
 from flows.outcome import outcome
@@ -44,6 +49,11 @@ class BackfillParams(BaseModel):
     max_scopes: int = Field(default=1_000_000, ge=1, le=1_000_000)
     max_episodes_per_scope: int = Field(default=1_000, ge=1, le=100_000)
     max_batches_per_scope: int = Field(default=100_000, ge=1, le=100_000)
+    decay_from: DecayFrom = Field(
+        default="import",
+        description="where facts' decay clock starts: at the import, so history is useful "
+        "now (import), or at the conversation, as faded as it is old (conversation)",
+    )
 
     @model_validator(mode="after")
     def _ordered(self) -> BackfillParams:
@@ -82,10 +92,12 @@ async def backfill_flow(
     )
     done = 0
     last_update = time.monotonic()
+    touched: dict[Scope, None] = {}  # the scopes this run wrote to, in order
 
     async def on_batch(result: ScopeResult) -> None:
         nonlocal done, last_update
         done += result.episodes
+        touched[result.scope] = None
         if time.monotonic() - last_update >= _PROGRESS_EVERY_S:
             last_update = time.monotonic()
             await aupdate_progress_artifact(
@@ -100,6 +112,7 @@ async def backfill_flow(
             max_scopes=params.max_scopes,
             max_episodes_per_scope=params.max_episodes_per_scope,
             max_batches_per_scope=params.max_batches_per_scope,
+            decay_from=params.decay_from,
         ),
         window=window,
         on_batch=on_batch,
@@ -112,4 +125,21 @@ async def backfill_flow(
         + (f"; {summary['failed']} scope(s) failed" if summary["failed"] else ""),
     )
     summary["pending_before"] = total
+    # history older than the decay allows is gone at the next decay: say so, never silently
+    settings = get_settings()
+    async with open_pool(settings, max_size=1, setup=False) as pool, pool.connection() as conn:
+        faded = await count_faded(
+            conn, list(touched), settings.memory.purge_threshold, decay_math.today()
+        )
+    summary["facts_below_purge_threshold"] = faded
+    if faded:
+        get_run_logger().warning(
+            "%d fact(s) of the backfilled scopes are already below the purge threshold (%s) and "
+            "go at the next decay%s",
+            faded,
+            settings.memory.purge_threshold,
+            " (their decay clock started at the conversation: --decay-from conversation)"
+            if params.decay_from == "conversation"
+            else "",
+        )
     return outcome(summary)

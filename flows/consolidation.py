@@ -27,7 +27,7 @@ from agent_memory.db.connection import resolve
 from agent_memory.db.pool import open_pool
 from agent_memory.embedding import TextEmbedder, make_embedder, vectors_ready
 from agent_memory.extraction import OfflineExtractor, build_extractor
-from agent_memory.models import Scope, Window
+from agent_memory.models import DecayFrom, Scope, Window
 from agent_memory.redact import known_secrets, redact
 from agent_memory.settings import Settings, get_settings
 from flows.outcome import outcome
@@ -73,6 +73,11 @@ class ConsolidationParams(BaseModel):
     shard: int = Field(default=0, ge=0, description="this run's shard of the scopes")
     shard_count: int = Field(
         default=1, ge=1, le=1024, description="shards: runs for each shard share no scope"
+    )
+    decay_from: DecayFrom = Field(
+        default="import",
+        description="where facts' decay clock starts: when memory learned them (import) or "
+        "when the conversation happened (conversation)",
     )
 
     @model_validator(mode="after")
@@ -197,6 +202,7 @@ async def _one_batch(
             label,
             token_budget,
             window,
+            params.decay_from,
         )
         if batch is None:
             return None

@@ -15,7 +15,7 @@ from agent_memory.embedding import (
     ensure_ann_indexes,
 )
 from agent_memory.extraction.base import Extraction, Extractor
-from agent_memory.models import Scope, Window
+from agent_memory.models import DecayFrom, Scope, Window
 from tasks.policy import DB_RETRIES, EMBED_RETRIES, LLM_RETRIES, STEP
 
 
@@ -42,9 +42,10 @@ async def load_scope_batch(
     scope_label: str,
     token_budget: int = 8000,
     window: Window | None = None,
+    decay_from: DecayFrom = "import",
 ) -> ScopeBatch | None:
     batch = await steps.load_batch(
-        pool, scope, extractor, flow_run_id, max_episodes, token_budget, window
+        pool, scope, extractor, flow_run_id, max_episodes, token_budget, window, decay_from
     )
     if batch is not None:
         for note in batch.notes:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -200,6 +201,7 @@ async def test_backfill_consolidates_the_window_in_time_order(
             until=datetime(2026, 6, 1, tzinfo=UTC),
             users=["alice"],
             max_episodes_per_scope=1,  # one conversation per batch: each sees the last's facts
+            decay_from="conversation",
         ),
     )
     assert summary["pending_before"] == 2
@@ -210,7 +212,7 @@ async def test_backfill_consolidates_the_window_in_time_order(
         " WHERE user_id = 'alice' AND superseded_at IS NULL"
     ).fetchall()
     assert [c for c, _ in current] == ["User's home city is Lyon."]
-    # the decay clock starts when the conversation happened, not at import
+    # from the conversation, the decay clock starts when the conversation happened
     assert current[0][1].date() == date(2026, 5, 20)
     old = db.execute(
         "SELECT content FROM agent_memory.memory_items WHERE superseded_at IS NOT NULL"
@@ -226,6 +228,62 @@ async def test_backfill_consolidates_the_window_in_time_order(
         )
     assert [a.data for a in progress] == [100.0]
     assert progress[0].description == "2 of 2 episode(s) consolidated"
+
+
+@pytest.mark.usefixtures("prefect_harness")
+async def test_history_from_a_year_ago_backfilled_today_is_injected_and_survives_decay(
+    settings: Settings, db: psycopg.Connection[Any], tmp_path: Path, caplog: Any
+) -> None:
+    from agent_memory import MemoryManager
+    from agent_memory.models import Scope
+    from flows.decay import DecayParams, decay_flow
+
+    a_year_ago = datetime.now(UTC) - timedelta(days=365)
+    path = write(
+        tmp_path,
+        *[
+            line(
+                user_id=user,
+                occurred_at=(a_year_ago + timedelta(days=n)).isoformat(),
+                messages=[{"role": "user", "content": text}],
+            )
+            for user in ("ines", "olaf")
+            for n, text in enumerate(["I'm a vegetarian.", "I prefer answers by email."])
+        ],
+    )
+    import_jsonl(db, path)
+    # by default the clock starts at the import: the history is useful now
+    kept = await run_for_summary(backfill_flow, BackfillParams(users=["ines"]))
+    assert (kept["episodes"], kept["facts_created"]) == (2, 2)
+    assert kept["facts_below_purge_threshold"] == 0
+    clocks = db.execute(
+        "SELECT importance_at FROM agent_memory.memory_items WHERE user_id = 'ines'"
+    ).fetchall()
+    assert {c.date() for (c,) in clocks} == {datetime.now(UTC).date()}
+    # from the conversation, a year of 0.95 a day leaves nothing: the run says so
+    with caplog.at_level(logging.WARNING):
+        faded = await run_for_summary(
+            backfill_flow, BackfillParams(users=["olaf"], decay_from="conversation")
+        )
+    assert (faded["facts_created"], faded["facts_below_purge_threshold"]) == (2, 2)
+    assert "2 fact(s) of the backfilled scopes are already below the purge threshold" in (
+        caplog.text
+    )
+    # today's decay purges olaf's and keeps ines's, which inject gives back
+    await decay_flow(DecayParams())
+    left = db.execute(
+        "SELECT user_id, count(*) FROM agent_memory.memory_items GROUP BY 1"
+    ).fetchall()
+    assert left == [("ines", 2)]
+    manager = await MemoryManager.create(settings=settings, migrate=False)
+    try:
+        frame = await manager.inject(Scope("ines"), query="What should I cook for them?")
+        assert sorted(frame.injected_facts) == [
+            "User is a vegetarian.",
+            "User prefers answers by email.",
+        ]
+    finally:
+        await manager.close()
 
 
 BACKFILL = (

@@ -149,9 +149,23 @@ def test_backfill_import_and_run(cli_env: str, db: psycopg.Connection[Any]) -> N
     assert result.exit_code == 0, result.output
     # alice in March and bob in April; alice's May conversation is outside the window
     assert "2 pending episode(s) in the window; 2 consolidated over 2 scope(s)" in result.output
+    assert "below the purge threshold" not in result.output  # the clock starts at the import
     assert db.execute(
         "SELECT count(*) FROM agent_memory.episodes WHERE NOT consolidated"
     ).fetchone() == (1,)
+    # alice's May conversation, its clock at the conversation: months of decay leave her facts
+    # (March's and May's) below the threshold, and the run says so
+    result = runner.invoke(app, ["backfill", "run", "--decay-from", "conversation"])
+    assert result.exit_code == 0, result.output
+    assert "1 consolidated over 1 scope(s)" in result.output
+    (faded,) = db.execute(
+        "SELECT count(*) FROM agent_memory.memory_items WHERE user_id = 'alice'"
+        " AND importance_at < now() - interval '60 days'"
+    ).fetchone()  # type: ignore[misc]
+    assert faded >= 1
+    assert f"{faded} fact(s) already below the purge threshold go at the next decay" in (
+        result.output
+    )
 
 
 def test_backfill_bad_file_and_bad_window_are_named(cli_env: str, tmp_path: Path) -> None:
@@ -172,6 +186,8 @@ def test_backfill_bad_file_and_bad_window_are_named(cli_env: str, tmp_path: Path
     )
     assert result.exit_code == 2
     assert "is not before until" in result.output
+    result = runner.invoke(app, ["backfill", "run", "--decay-from", "yesterday"])
+    assert result.exit_code == 2 and "'yesterday'" in result.output
 
 
 def test_backfill_checkpoints_from_a_langgraph_saver(

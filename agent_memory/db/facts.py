@@ -102,6 +102,16 @@ WITH doomed AS (
 DELETE FROM agent_memory.memory_items m USING doomed WHERE m.id = doomed.id
 """
 
+# facts of these scopes that the next decay would purge (their importance on the day is below
+# the threshold)
+FADED = f"""
+SELECT count(*) FROM agent_memory.memory_items
+WHERE decay_rank < ln(%(purge_below)s) + %(day)s * {LAMBDA}
+  AND scope_key IN (SELECT agent_memory.scope_key(u, a, w)
+                    FROM unnest(%(users)s::text[], %(agents)s::text[], %(workflows)s::text[])
+                         AS s(u, a, w))
+"""
+
 _SPACE = re.compile(r"\s+")
 
 
@@ -271,6 +281,27 @@ def _dedupe(facts: Sequence[Fact]) -> list[Fact]:
         if key not in best or fact.importance > best[key].importance:
             best[key] = fact
     return list(best.values())
+
+
+async def count_faded(
+    conn: psycopg.AsyncConnection[Any], scopes: Sequence[Scope], purge_below: float, on: date
+) -> int:
+    """How many facts of ``scopes`` have an importance below ``purge_below`` on ``on``: those
+    the decay of that day purges."""
+    if not scopes:
+        return 0
+    cur = await conn.execute(
+        FADED,
+        {
+            "users": [s.user_id for s in scopes],
+            "agents": [s.agent_id for s in scopes],
+            "workflows": [s.workflow_id for s in scopes],
+            "purge_below": purge_below,
+            "day": day_index(on),
+        },
+    )
+    row = await cur.fetchone()
+    return int(row[0]) if row else 0
 
 
 async def purge(
