@@ -168,3 +168,21 @@ async def test_record_many_stores_every_conversation_or_none(
     with pytest.raises(InvalidMessageError, match=r"conversations\[0\] has no messages"):
         await manager.record_many([(Scope("ann"), [], None)])
     assert db.execute("SELECT count(*) FROM agent_memory.episodes").fetchone() == (3,)
+
+
+async def test_every_query_reports_the_importance_inject_ranks_by(manager: MemoryManager) -> None:
+    # one definition (agent_memory.importance_on): listed, explained and injected alike, and
+    # never above 1, even for a day before the fact's clock
+    scope = Scope(user_id="ida")
+    await add_facts(manager, scope, [("User likes tea", 0.9)])
+    pool = await manager._apool()
+    for days in (-30, 0, 10):
+        on = (datetime.now(UTC) + timedelta(days=days)).date()
+        frame = await manager.inject(scope, on=on)
+        async with pool.connection() as conn:
+            (item,) = await fact_repo.items(conn, scope, on)
+            explained = await fact_repo.get(conn, item.id, on)
+        assert explained is not None
+        expected = min(1.0, 0.9 * 0.95**days)
+        assert frame.importances == pytest.approx([expected])
+        assert item.importance == pytest.approx(expected) == explained.importance

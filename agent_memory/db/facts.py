@@ -17,15 +17,14 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from agent_memory.db.fragments import LAMBDA, SCOPE_MATCH
+from agent_memory.db.fragments import LAMBDA, SCOPE_MATCH, importance_on
 from agent_memory.decay import MIN_IMPORTANCE, day_index
 from agent_memory.models import Fact, MemoryItem, Scope
 
 # The inject query: one index range scan on (scope_key, decay_rank DESC), no sort, no full scan.
 # least(1, ...): seen from a day before a fact's clock started (a backfill), it has not faded
 TOP = f"""
-SELECT id, content, least(1.0, exp(greatest(decay_rank - %(day)s * {LAMBDA}, -700)))
-       AS importance
+SELECT id, content, {importance_on()} AS importance
 FROM agent_memory.memory_items
 WHERE {SCOPE_MATCH}
   AND superseded_at IS NULL
@@ -36,7 +35,7 @@ LIMIT %(limit)s
 
 ITEMS = f"""
 SELECT id, user_id, agent_id, workflow_id, content,
-       exp(greatest(decay_rank - %(day)s * {LAMBDA}, -700)) AS importance,
+       {importance_on()} AS importance,
        importance AS base_importance, importance_at, created_at, updated_at,
        superseded_at, superseded_by
 FROM agent_memory.memory_items
@@ -47,10 +46,11 @@ LIMIT %(limit)s
 
 # A fact mentioned again is reinforced, not copied: its importance is raised and its decay
 # clock restarts at the newer mention (both evaluated on the row's values before the update).
-_REINFORCED = f"""least(1.0, exp(greatest(-700,
-        greatest(m.decay_rank, EXCLUDED.decay_rank)
-        - agent_memory.day_index(greatest(m.importance_at, EXCLUDED.importance_at)) * {LAMBDA}))
-        + %(boost)s)"""
+_AT_LATEST_MENTION = importance_on(
+    "greatest(m.decay_rank, EXCLUDED.decay_rank)",
+    "agent_memory.day_index(greatest(m.importance_at, EXCLUDED.importance_at))",
+)
+_REINFORCED = f"least(1.0, {_AT_LATEST_MENTION} + %(boost)s)"
 
 UPSERT = f"""
 INSERT INTO agent_memory.memory_items AS m
@@ -255,7 +255,7 @@ async def get(conn: psycopg.AsyncConnection[Any], fact_id: int, on: date) -> Mem
     async with conn.cursor(row_factory=dict_row) as cur:
         await cur.execute(
             f"""SELECT id, user_id, agent_id, workflow_id, content,
-                       exp(greatest(decay_rank - %(day)s * {LAMBDA}, -700)) AS importance,
+                       {importance_on()} AS importance,
                        importance AS base_importance, importance_at, created_at, updated_at,
                        superseded_at, superseded_by
                 FROM agent_memory.memory_items WHERE id = %(id)s""",
@@ -348,7 +348,7 @@ async def rebase(conn: psycopg.AsyncConnection[Any], factor: float, on: date) ->
         cur = await conn.execute(
             f"""
             UPDATE agent_memory.memory_items
-            SET importance = least(1.0, exp(greatest(decay_rank - %(day)s * {LAMBDA}, -700))),
+            SET importance = {importance_on()},
                 importance_at = (%(on)s::date)::timestamp AT TIME ZONE 'UTC',
                 decay_rank = decay_rank - %(day)s * {LAMBDA} + %(day)s * -ln(%(factor)s)
             """,

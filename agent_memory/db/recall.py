@@ -43,7 +43,7 @@ from psycopg import sql
 from psycopg.rows import dict_row
 
 from agent_memory.db.embeddings import AnnIndex, vector_text
-from agent_memory.db.fragments import LAMBDA, SCOPE_MATCH
+from agent_memory.db.fragments import LAMBDA, SCOPE_MATCH, importance_on
 from agent_memory.decay import MIN_IMPORTANCE, day_index
 from agent_memory.models import Episode, HistoryEntry, Scope
 from agent_memory.settings import MemorySettings
@@ -196,7 +196,7 @@ candidates AS (
 ),
 scored AS (
     SELECT m.id, m.content, m.decay_rank, c.relevance,
-           least(1.0, exp(greatest(m.decay_rank - %(day)s * {LAMBDA}, -700))) AS importance,
+           {importance_on("m.decay_rank")} AS importance,
            exp(greatest(-ln(2) * greatest(%(day)s - agent_memory.day_index(m.importance_at), 0)
                         / %(half_life)s::float8, -700)) AS recency
     FROM candidates c JOIN agent_memory.memory_items m ON m.id = c.id
