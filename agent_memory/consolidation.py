@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -40,7 +41,7 @@ from agent_memory.errors import ExtractionError, TransientExtractionError
 from agent_memory.extraction.base import Extraction, Extractor, Usage, checksum
 from agent_memory.extraction.offline import summarize
 from agent_memory.extraction.prompt import format_episodes
-from agent_memory.models import DecayFrom, Episode, KnownFact, Operation, Scope, Window
+from agent_memory.models import DecayFrom, Episode, Fact, KnownFact, Operation, Scope, Window
 from agent_memory.redact import redact
 from agent_memory.settings import get_settings
 
@@ -137,14 +138,15 @@ class ScopeBatch:
         """When the newest conversation happened."""
         return max(e.occurred_at for e in self.episodes)
 
-    @property
-    def clock(self) -> datetime:
-        """Where the decay clock of the batch's facts starts (see :data:`DecayFrom`): the newest
-        conversation, or, from ``import``, no earlier than when its episodes were stored. A
+    def clock(self, numbers: Iterable[int] | None = None) -> datetime:
+        """Where the decay clock of facts from these episodes (1-based numbers; None: all of
+        the batch's) starts, as ``decay_from`` says (see :data:`DecayFrom`): the newest of
+        their conversations, or, from ``import``, no earlier than when they were stored. A
         function of the stored episodes, so a rerun of the batch sets the same clock."""
+        chosen = self.episodes if numbers is None else [self.episodes[n - 1] for n in numbers]
         if self.decay_from == "conversation":
-            return self.occurred_at
-        return max(max(e.occurred_at, e.created_at) for e in self.episodes)
+            return max(e.occurred_at for e in chosen)
+        return max(max(e.occurred_at, e.created_at) for e in chosen)
 
 
 @dataclass
@@ -474,19 +476,47 @@ class Applied:
     invalidated: int = 0
 
 
+def _by_source(batch: ScopeBatch, ops: Sequence[Operation]) -> list[tuple[list[Fact], list[int]]]:
+    """The facts the operations write, one per content (the highest importance given, the
+    episodes that said it merged), grouped by the episodes they come from (1-based numbers;
+    a fact whose extractor named none comes from the whole batch)."""
+    whole = list(range(1, len(batch.episodes) + 1))
+    said: dict[bytes, tuple[Fact, set[int]]] = {}
+    for op in ops:
+        if op.op not in ("add", "update"):
+            continue
+        fact, key = op.fact, fact_repo.content_hash(op.fact.content)
+        best, numbers = said.get(key, (fact, set()))
+        if fact.importance > best.importance:
+            best = fact
+        said[key] = (best, numbers | set(op.sources or whole))
+    groups: dict[tuple[int, ...], list[Fact]] = {}
+    for fact, numbers in said.values():
+        groups.setdefault(tuple(sorted(numbers)), []).append(fact)
+    return [(facts, list(numbers)) for numbers, facts in groups.items()]
+
+
 async def _apply(conn: Any, batch: ScopeBatch, extraction: Extraction, boost: float) -> Applied:
     """Apply the operations: write facts, then supersede what updates replaced and deletes
-    invalidated. The superseded facts stay, marked with when and by which fact and job."""
+    invalidated. The superseded facts stay, marked with when and by which fact and job.
+
+    Each fact is written with the episodes it comes from as its sources, and its decay clock
+    starts at theirs (:meth:`ScopeBatch.clock`), not at the batch's newest."""
     ops = extraction.operations
-    written = await fact_repo.upsert(
-        conn,
-        batch.scope,
-        extraction.facts,
-        batch.clock,
-        batch.job_id,
-        batch.episode_ids,
-        boost=boost,
-    )
+    written = fact_repo.UpsertResult()
+    for facts, numbers in _by_source(batch, ops):
+        group = await fact_repo.upsert(
+            conn,
+            batch.scope,
+            facts,
+            batch.clock(numbers),
+            batch.job_id,
+            [batch.episodes[n - 1].id for n in numbers],
+            boost=boost,
+        )
+        written.created += group.created
+        written.reinforced += group.reinforced
+        written.ids.update(group.ids)
     applied = Applied(created=written.created, reinforced=written.reinforced)
     for op in ops:
         if op.op == "add" or op.target is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -126,6 +126,8 @@ class Operation(BaseModel):
     fact id: extractors see short numbers, and map them back, so a model cannot invent ids.
     ``summary``: ``content`` is a one-sentence summary of conversation ``episode`` (1-based,
     in the order the batch gave them) for the episodic tier; it changes no fact.
+    ``sources``: the conversations (1-based numbers, as for ``episode``) an added or updated
+    fact comes from; empty when the extractor did not say, and then it is all of the batch's.
     """
 
     op: Literal["add", "update", "delete", "summary"] = "add"
@@ -133,6 +135,7 @@ class Operation(BaseModel):
     importance: float = Field(default=0.5, ge=0.0, le=1.0)
     target: int | None = None
     episode: int | None = Field(default=None, ge=1)
+    sources: list[Annotated[int, Field(ge=1)]] = Field(default_factory=list)
 
     @property
     def fact(self) -> Fact:

@@ -55,12 +55,18 @@ DEFAULT_FACTS = json.dumps(
 
 
 def facts_answer(request: dict[str, Any]) -> Reply:
-    """One fact per user line of the prompt, named after its text, so facts are checkable."""
+    """One fact per user line of the prompt, named after its text, so facts are checkable,
+    each naming the episode it comes from, as the prompt asks."""
     prompt = request["messages"][-1]["content"]
-    lines = [line for line in prompt.splitlines() if line.startswith("USER: ")]
-    return Reply(
-        json.dumps([{"content": f"User said {line[6:]}", "importance": 0.7} for line in lines])
-    )
+    facts, episode = [], 0
+    for line in prompt.splitlines():
+        if line.startswith("------ Episode "):
+            episode = int(line.split()[2])
+        elif line.startswith("USER: "):
+            facts.append(
+                {"content": f"User said {line[6:]}", "importance": 0.7, "episode": episode}
+            )
+    return Reply(json.dumps(facts))
 
 
 EMBEDDING_DIMENSIONS = 256

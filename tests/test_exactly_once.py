@@ -52,9 +52,13 @@ def check_exactly_once(db: psycopg.Connection[Any], episodes: int) -> None:
     ).fetchone() == (0,)
     facts = db.execute("SELECT content FROM agent_memory.memory_items ORDER BY content").fetchall()
     assert [f[0] for f in facts] == sorted(f"User said episode {i}" for i in range(episodes))
-    assert db.execute("SELECT count(*) FROM agent_memory.fact_sources").fetchone() == (
-        episodes * episodes,
-    )  # one batch: every fact cites every episode of it
+    assert db.execute(
+        """SELECT count(*) FROM agent_memory.fact_sources s
+           JOIN agent_memory.memory_items m ON m.id = s.fact_id
+           JOIN agent_memory.episodes e ON e.id = s.episode_id
+           WHERE m.content = 'User said ' || (e.messages -> 0 ->> 'content')"""
+    ).fetchone() == (episodes,)  # each fact cites the one episode it came from, and only it
+    assert db.execute("SELECT count(*) FROM agent_memory.fact_sources").fetchone() == (episodes,)
 
 
 @pytest.mark.slow

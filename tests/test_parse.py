@@ -164,3 +164,24 @@ def test_a_large_batch_asks_for_no_summaries() -> None:
     assert small.endswith("Write one summary item for each of the 3 episode(s).")
     large = build_messages(episodes(MAX_SUMMARIZED_EPISODES + 1))[1]["content"]
     assert large.endswith("Write no summary items for these episodes.")
+
+
+@pytest.mark.parametrize(
+    ("given", "sources", "note"),
+    [
+        ({"episode": 2}, [2], None),
+        ({"episodes": [3, "1", 3]}, [1, 3], None),
+        ({"source": "2"}, [2], None),
+        ({}, [], None),  # not said: the whole batch
+        ({"episode": 4}, [], "fact 0: there is no episode 4; sources: the batch"),
+        ({"episode": "first"}, [], "fact 0: episode 'first' is not a number; sources: the batch"),
+        ({"episode": [1, True]}, [], "fact 0: episode True is not a number; sources: the batch"),
+    ],
+)
+def test_a_fact_names_the_episodes_it_comes_from(
+    given: dict[str, object], sources: list[int], note: str | None
+) -> None:
+    answer = json.dumps([{"content": "User likes tea.", "importance": 0.5, **given}])
+    ops, repairs = parse_operations(answer, episodes=3)
+    assert ops[0].sources == sources
+    assert (note in repairs) if note else not repairs

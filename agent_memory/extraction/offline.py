@@ -218,7 +218,7 @@ class OfflineExtractor:
     """
 
     name = "offline-rules"
-    prompt_version = "rules-v3"
+    prompt_version = "rules-v4"
 
     def count_tokens(self, text: str) -> int:
         """No model, no tokenizer: about four characters a token, as for English text."""
@@ -233,7 +233,11 @@ class OfflineExtractor:
             for message in episode.messages:
                 role, text = role_and_text(message)
                 if role in ("user", "human"):
-                    ops.extend(operations_from_text(text, known))
+                    # the rules read one message at a time: each fact knows its episode
+                    ops.extend(
+                        op.model_copy(update={"sources": [number]}) if op.content else op
+                        for op in operations_from_text(text, known)
+                    )
             ops.append(Operation(op="summary", content=summarize(episode), episode=number))
         return Extraction(
             operations=ops,

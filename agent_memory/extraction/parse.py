@@ -198,6 +198,33 @@ def _summary(
     return Operation(op="summary", content=text, episode=raw)
 
 
+_SOURCE_KEYS = ("episode", "episodes", "source", "sources", "from")
+
+
+def _sources(
+    item: dict[str, Any], index: int, episodes: int | None, repairs: list[str]
+) -> list[int]:
+    """The episode numbers a fact says it comes from; none (all the batch's) when it names
+    none, or one that the prompt did not hold."""
+    key = next((k for k in _SOURCE_KEYS if k in item), None)
+    if key is None:
+        return []
+    raw = item[key]
+    values = raw if isinstance(raw, list) else [raw]
+    numbers: list[int] = []
+    for value in values:
+        if isinstance(value, str) and value.strip().isdigit():
+            value = int(value.strip())
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            repairs.append(f"fact {index}: episode {value!r} is not a number; sources: the batch")
+            return []
+        if episodes is not None and value > episodes:
+            repairs.append(f"fact {index}: there is no episode {value}; sources: the batch")
+            return []
+        numbers.append(value)
+    return sorted(set(numbers))
+
+
 def parse_operations(
     text: str,
     known: Sequence[KnownFact] = (),
@@ -271,6 +298,7 @@ def parse_operations(
                 content=content,
                 importance=importance,
                 target=target.fact_id if target else None,
+                sources=_sources(item, index, episodes, repairs),
             )
         )
     writes = [o for o in ops if o.op in ("add", "update")]
