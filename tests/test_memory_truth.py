@@ -12,7 +12,6 @@ import psycopg
 import pytest
 
 from agent_memory import MemoryManager, Scope
-from agent_memory.errors import ExtractionError
 from agent_memory.extraction.parse import parse_operations
 from agent_memory.models import KnownFact
 from agent_memory.settings import Settings
@@ -141,5 +140,9 @@ def test_parse_operations_maps_numbers_and_drops_inventions() -> None:
     ]
     assert ops[0].importance == 0.6
     assert any("fact 7" in r for r in repairs) and any("'one'" in r for r in repairs)
-    with pytest.raises(ExtractionError, match="'merge' is not add/update/delete"):
-        parse_operations('[{"op": "merge", "content": "x"}]', known)
+    # an operation not understood is dropped with a note; the others stand
+    ops, repairs = parse_operations(
+        '[{"op": "merge", "content": "x"}, {"content": "User likes jazz."}]', known
+    )
+    assert [(o.op, o.content) for o in ops] == [("add", "User likes jazz.")]
+    assert "fact 0: dropped, its operation 'merge' is not add/update/delete/summary" in repairs

@@ -17,7 +17,7 @@ from typing import Any
 from agent_memory.errors import ExtractionError, TransientExtractionError
 from agent_memory.extraction.base import Extraction, Usage
 from agent_memory.extraction.parse import parse_operations
-from agent_memory.extraction.prompt import PROMPT_VERSION, build_messages
+from agent_memory.extraction.prompt import OPERATIONS_FORMAT, PROMPT_VERSION, build_messages
 from agent_memory.models import Episode, KnownFact
 from agent_memory.redact import redact
 from agent_memory.settings import LLMSettings
@@ -76,6 +76,16 @@ class LLMExtractor:
             raise ValueError("LLMExtractor needs a model; use OfflineExtractor without one")
         self.settings = settings
         self.name: str = settings.model
+        self._structured: bool | None = None  # does the model take a response schema?
+
+    def structured(self) -> bool:
+        """Whether litellm says this model takes a JSON schema for its answer (asked once)."""
+        if self._structured is None:
+            try:
+                self._structured = bool(_litellm().supports_response_schema(model=self.name))
+            except Exception:  # litellm cannot tell: the tolerant parsing reads any answer
+                self._structured = False
+        return self._structured
 
     def count_tokens(self, text: str) -> int:
         """Tokens with litellm's counter for this model (its tokenizer, or tiktoken's)."""
@@ -104,6 +114,7 @@ class LLMExtractor:
                 timeout=s.timeout,
                 num_retries=0,
                 max_retries=0,
+                **({"response_format": OPERATIONS_FORMAT} if self.structured() else {}),
             )
         except _transient_types(litellm) as exc:
             message = redact(f"{type(exc).__name__}: {exc}", self._secrets())

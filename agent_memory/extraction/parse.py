@@ -25,7 +25,7 @@ _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.S)
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _CONTENT_KEYS = ("content", "fact", "text", "memory", "statement")
 _IMPORTANCE_KEYS = ("importance", "score", "weight", "priority")
-_LIST_KEYS = ("facts", "memories", "items", "results", "data")
+_LIST_KEYS = ("operations", "facts", "memories", "items", "results", "data")
 _WORDS = {
     "critical": 0.95,
     "very high": 0.9,
@@ -251,15 +251,18 @@ def parse_operations(
             continue
         if not isinstance(item, dict):
             raise ExtractionError(f"fact {index} is a {type(item).__name__}: {item!r:.80}")
+        # a key given as null is a key not given (a strict JSON schema asks for every key)
+        item = {k: v for k, v in item.items() if v is not None}
         default = "summary" if "summary" in item and "episode" in item else "add"
         raw_op = next(
             (item[k] for k in ("op", "operation", "event", "action") if k in item), default
         )
         op = _OPS.get(str(raw_op).strip().lower())
-        if op is None:
-            raise ExtractionError(
-                f"fact {index}: operation {raw_op!r} is not add/update/delete/summary"
+        if op is None:  # one operation not understood costs that operation, not the answer
+            repairs.append(
+                f"fact {index}: dropped, its operation {raw_op!r} is not add/update/delete/summary"
             )
+            continue
         if op == "none":
             continue
         if op == "summary":
