@@ -90,6 +90,18 @@ _PRONOUNS = [
 ]
 
 
+# "you" in what the user says is the other party (the assistant, a friend in a chat): the rules
+# cannot rewrite it without knowing who that is, so such a statement is not kept as a fact
+# ("User prefers that you chose pottery for your art." says nothing true about the user).
+_SECOND_PERSON = re.compile(r"\b(?:you|your|yours|yourself|yourselves|ya|u)\b", re.I)
+
+
+# An object that points back into the conversation ("I like it", "we love that place") makes a
+# fact that cannot stand on its own; chat interjections at the end are not part of a fact.
+_DEICTIC = re.compile(r"^(?:it|this|that|these|those|them|there)\b", re.I)
+_INTERJECTION = re.compile(r"(?:[\s,]+(?:lol|haha+|hehe+|xd|lmao|:\)|:d))+$", re.I)
+
+
 def _third_person(text: str) -> str:
     for pattern, replacement in _PRONOUNS:
         text = pattern.sub(replacement, text)
@@ -101,10 +113,15 @@ def facts_from_text(text: str) -> list[Fact]:
     facts: list[Fact] = []
     for raw in _SENTENCE.split(text):
         sentence = _GREETING.sub("", raw.strip()).strip().rstrip(".!?").strip()
+        sentence = _INTERJECTION.sub("", sentence).rstrip(".!?").strip()
         if len(sentence) < 6 or sentence.endswith("?"):
             continue
         for pattern, template, importance in _RULES:
             match = pattern.match(sentence)
+            if match and _SECOND_PERSON.search(sentence):
+                break  # about the other party as much as the user: not a fact about the user
+            if match and _DEICTIC.match(match.groupdict().get("x", "")):
+                break  # about something said before: not a fact on its own
             if match:
                 parts = {k: _third_person(v.strip()) for k, v in match.groupdict().items()}
                 content = template.format(**parts).strip()
@@ -191,24 +208,46 @@ def operations_from_text(text: str, known: Sequence[KnownFact] = ()) -> list[Ope
 
 SUMMARY_CHARS = 160
 
+# Words that make a sentence phatic ("Good to see you again!", "How have you been doing?"):
+# they open and close conversations and say nothing about what one was about.
+_PHATIC = frozenset(
+    (  # noqa: SIM905 - a word list reads best as words
+        "good great nice glad lovely morning evening afternoon night thanks thank hello there "
+        "doing well hope been long time again today soon talk chat catch later bye goodbye "
+        "cheers okay sure right yeah just what about have your with that this"
+    ).split()
+)
+_WORD = re.compile(r"[^\W\d_]{4,}")
+
+
+def _substance(sentence: str) -> int:
+    """How many words of a sentence say something: four letters or more, not phatic."""
+    return sum(1 for w in _WORD.findall(sentence.lower()) if w not in _PHATIC)
+
 
 def summarize(episode: Episode) -> str:
-    """A deterministic one-sentence summary: what the user opened the conversation with."""
-    for message in episode.messages:
-        role, text = role_and_text(message)
-        if role in ("user", "human") and text.strip():
-            sentences = [x.strip() for x in _SENTENCE.split(" ".join(text.split()))]
-            # the first sentence with something in it ("Hi!" alone says nothing)
-            first = next(
-                (x for x in sentences if len(_GREETING.sub("", x).strip()) >= 6), sentences[0]
-            )
-            if len(first) > SUMMARY_CHARS:
-                first = first[: SUMMARY_CHARS - 3].rstrip() + "..."
-            more = len(episode.messages) - 1
-            tail = f" ({more} more message{'s' if more != 1 else ''})" if more else ""
-            end = "" if first.endswith((".", "!", "?")) and not tail else "."
-            return f'User said "{first}"{tail}{end}'
-    return f"A conversation of {len(episode.messages)} message(s) with no text from the user."
+    """A deterministic one-sentence summary: the first thing the user said that says what the
+    conversation was about (a greeting or a pleasantry never is), and how long it was."""
+    sentences = [
+        x.strip()
+        for message in episode.messages
+        if (said := role_and_text(message))[0] in ("user", "human")
+        for x in _SENTENCE.split(" ".join(said[1].split()))
+        if x.strip()
+    ]
+    if not sentences:
+        return f"A conversation of {len(episode.messages)} message(s) with no text from the user."
+    # the first statement of substance, else the first question of substance, else the first
+    first = next(
+        (x for x in sentences if _substance(x) >= 2 and not x.endswith("?")),
+        next((x for x in sentences if _substance(x) >= 2), sentences[0]),
+    )
+    if len(first) > SUMMARY_CHARS:
+        first = first[: SUMMARY_CHARS - 3].rstrip() + "..."
+    more = len(episode.messages) - 1
+    tail = f" ({more} more message{'s' if more != 1 else ''})" if more else ""
+    end = "" if first.endswith((".", "!", "?")) and not tail else "."
+    return f'User said "{first}"{tail}{end}'
 
 
 class OfflineExtractor:
