@@ -133,11 +133,6 @@ class ScopeBatch:
     def episode_ids(self) -> list[int]:
         return [e.id for e in self.episodes]
 
-    @property
-    def occurred_at(self) -> datetime:
-        """When the newest conversation happened."""
-        return max(e.occurred_at for e in self.episodes)
-
     def clock(self, numbers: Iterable[int] | None = None) -> datetime:
         """Where the decay clock of facts from these episodes (1-based numbers; None: all of
         the batch's) starts, as ``decay_from`` says (see :data:`DecayFrom`): the newest of
@@ -489,7 +484,9 @@ def _by_source(batch: ScopeBatch, ops: Sequence[Operation]) -> list[tuple[list[F
         best, numbers = said.get(key, (fact, set()))
         if fact.importance > best.importance:
             best = fact
-        said[key] = (best, numbers | set(op.sources or whole))
+        # numbers outside the batch cannot come from a parsed answer; never index past it
+        named = {n for n in op.sources if n <= len(batch.episodes)}
+        said[key] = (best, numbers | (named or set(whole)))
     groups: dict[tuple[int, ...], list[Fact]] = {}
     for fact, numbers in said.values():
         groups.setdefault(tuple(sorted(numbers)), []).append(fact)
