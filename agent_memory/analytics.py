@@ -1,7 +1,7 @@
 """Decay analytics with polars: what memory holds, what fades, and when it will be gone.
 
-All figures are computed from (scope, decay_rank) and the day, with the same arithmetic as
-:mod:`agent_memory.decay`, vectorised.
+All figures are computed from (scope, expires_day, half_life) and the day, with the same
+arithmetic as :mod:`agent_memory.decay`, vectorised.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import numpy as np
 import polars as pl
 import psycopg
 
-from agent_memory.db.fragments import SCOPE_MATCH
-from agent_memory.decay import day_index, lam
+from agent_memory.db.fragments import SCOPE_MATCH, THRESHOLD
+from agent_memory.decay import day_index
 from agent_memory.models import Scope, scope_label
 
 # One row per scope: its scope_key and its facts' ranks packed as big-endian float8
@@ -33,17 +33,22 @@ from agent_memory.models import Scope, scope_label
 # every rank in one call, on the caller's connection, with parameters bound by the server.
 # What is left is the server's aggregate: over a scan of the whole table it hashes every fact
 # by scope (0.43 s of the load's 0.5 s). Current and superseded facts each have a partial
-# index on (scope_key, decay_rank) (migrations 3 and 7), so the two halves are read as
+# index on (scope_key, expires_day) including half_life (migration 12), so the two halves are
+# read as
 # index-only scans already in scope order and aggregated as they stream: 0.20 s. A scope with
 # both kinds of fact comes back as two rows; _unpack does not mind. The scope's parts are
 # decoded from scope_key (see _scope_parts): fetching them from a row of each scope cost an
 # index lookup per scope, about 0.1 s.
-_PACKED = """
-SELECT scope_key, string_agg(float8send(decay_rank), ''::bytea)
-FROM agent_memory.memory_items WHERE {where}superseded_at IS NULL GROUP BY scope_key
+# Each fact is two float8: the day it falls below the report's threshold (the stored expiry is
+# relative to the policy's) and its half-life.
+_FACT = f"""float8send(expires_day + half_life * (ln({THRESHOLD}) - ln(%(purge_below)s)) / ln(2))
+                  || float8send(half_life)"""
+_PACKED = f"""
+SELECT scope_key, string_agg({_FACT}, ''::bytea)
+FROM agent_memory.memory_items WHERE {{where}}superseded_at IS NULL GROUP BY scope_key
 UNION ALL
-SELECT scope_key, string_agg(float8send(decay_rank), ''::bytea)
-FROM agent_memory.memory_items WHERE {where}superseded_at IS NOT NULL GROUP BY scope_key
+SELECT scope_key, string_agg({_FACT}, ''::bytea)
+FROM agent_memory.memory_items WHERE {{where}}superseded_at IS NOT NULL GROUP BY scope_key
 """
 # two texts rather than "(%(all_scopes)s OR ...)": each gets a plan of its own (the one scope's
 # through the scope index) even when psycopg prepares the statement
@@ -61,8 +66,10 @@ FRAME_SCHEMA = {
     "user_id": pl.String,
     "agent_id": pl.String,
     "workflow_id": pl.String,
-    "decay_rank": pl.Float64,
+    "expires_day": pl.Float64,
+    "half_life": pl.Float64,
 }
+_SCOPE_SCHEMA = {k: FRAME_SCHEMA[k] for k in ("user_id", "agent_id", "workflow_id")}
 
 BUCKETS = [0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]
 HORIZONS = [1, 7, 30, 90, 365]
@@ -75,7 +82,6 @@ class DecayReport:
     """The decay analytics of one day; each table is a list of rows (for artifacts and the CLI)."""
 
     as_of: date
-    factor: float
     purge_below: float
     facts: int
     purged: int
@@ -89,7 +95,6 @@ class DecayReport:
     def summary(self) -> dict[str, Any]:
         return {
             "as_of": self.as_of.isoformat(),
-            "factor": self.factor,
             "purge_below": self.purge_below,
             "facts": self.facts,
             "purged": self.purged,
@@ -102,11 +107,14 @@ class DecayReport:
         }
 
 
-async def load_frame(conn: psycopg.AsyncConnection[Any], scope: Scope | None) -> pl.DataFrame:
+async def load_frame(
+    conn: psycopg.AsyncConnection[Any], scope: Scope | None, purge_below: float
+) -> pl.DataFrame:
     """The facts of ``scope`` (all scopes when None) as (user_id, agent_id, workflow_id,
-    decay_rank), one row per fact, in no particular order.
+    expires_day, half_life), one row per fact, in no particular order; ``expires_day`` is the
+    day the fact falls below ``purge_below``.
 
-    >>> frame = await load_frame(conn, Scope(user_id="alice"))
+    >>> frame = await load_frame(conn, Scope(user_id="alice"), 0.05)
     """
     # binary results: the packed ranks arrive as they are, not as hex text (twice the bytes)
     cur = conn.cursor(binary=True)
@@ -116,9 +124,9 @@ async def load_frame(conn: psycopg.AsyncConnection[Any], scope: Scope | None) ->
         # disk past the default work_mem at about a million facts; LOCAL: this transaction only
         await cur.execute(f"SET LOCAL work_mem = '{AGGREGATE_WORK_MEM}'")
         if scope is None:
-            await cur.execute(LOAD_ALL)
+            await cur.execute(LOAD_ALL, {"purge_below": purge_below})
         else:
-            await cur.execute(LOAD_SCOPE, scope.as_dict())
+            await cur.execute(LOAD_SCOPE, {**scope.as_dict(), "purge_below": purge_below})
         rows = await cur.fetchall()
     return _unpack(rows)
 
@@ -144,20 +152,17 @@ def _scope_parts(key: str) -> tuple[str | None, str | None, str | None]:
 
 
 def _unpack(rows: list[tuple[Any, ...]]) -> pl.DataFrame:
-    """Rows of (scope_key, packed ranks) to one row per fact."""
+    """Rows of (scope_key, packed facts) to one row per fact."""
     if not rows:
         return pl.DataFrame(schema=FRAME_SCHEMA)
-    ranks = np.frombuffer(b"".join(r[1] for r in rows), dtype=">f8")
-    per_scope = np.fromiter((len(r[1]) // 8 for r in rows), dtype=np.int64, count=len(rows))
-    scopes = pl.DataFrame(
-        [_scope_parts(r[0]) for r in rows],
-        schema={k: v for k, v in FRAME_SCHEMA.items() if k != "decay_rank"},
-        orient="row",
-    )
-    # each scope's row repeated once per fact of the scope, in the order the ranks were packed
+    pairs = np.frombuffer(b"".join(r[1] for r in rows), dtype=">f8").reshape(-1, 2)
+    per_scope = np.fromiter((len(r[1]) // 16 for r in rows), dtype=np.int64, count=len(rows))
+    scopes = pl.DataFrame([_scope_parts(r[0]) for r in rows], schema=_SCOPE_SCHEMA, orient="row")
+    # each scope's row repeated once per fact of the scope, in the order the facts were packed
     index = pl.Series(np.repeat(np.arange(len(rows), dtype=np.int64), per_scope))
     return scopes[index].with_columns(
-        decay_rank=pl.Series(ranks.astype(np.float64), dtype=pl.Float64)
+        expires_day=pl.Series(pairs[:, 0].astype(np.float64), dtype=pl.Float64),
+        half_life=pl.Series(pairs[:, 1].astype(np.float64), dtype=pl.Float64),
     )
 
 
@@ -165,24 +170,27 @@ def report(
     frame: pl.DataFrame,
     *,
     as_of: date,
-    factor: float,
     purge_below: float,
     purged: int,
     top: int = 20,
 ) -> DecayReport:
-    """Importance distribution, projected expiry and per-scope counts on ``as_of``."""
-    k = lam(factor)
+    """Importance distribution, projected expiry and per-scope counts on ``as_of``, for a
+    frame loaded with the same ``purge_below``."""
     day = day_index(as_of)
     facts = frame.with_columns(
-        importance=(pl.col("decay_rank") - day * k).exp(),
+        # purge_below * 2 ** ((expires_day - day) / half_life), at most 1 (agent_memory.decay)
+        importance=(
+            (
+                math.log(purge_below)
+                + (pl.col("expires_day") - day) * math.log(2) / pl.col("half_life")
+            )
+            .clip(upper_bound=0.0)
+            .exp()
+        ),
         # first day on which importance < purge_below, counted from as_of
-        days_left=((pl.col("decay_rank") - math.log(purge_below)) / k).floor().cast(pl.Int64)
-        + 1
-        - day,
+        days_left=pl.col("expires_day").floor().cast(pl.Int64) + 1 - day,
     )
-    result = DecayReport(
-        as_of=as_of, factor=factor, purge_below=purge_below, facts=facts.height, purged=purged
-    )
+    result = DecayReport(as_of=as_of, purge_below=purge_below, facts=facts.height, purged=purged)
     if facts.height == 0:
         return result
     labels = [f"{lo:.2f}-{hi:.2f}" for lo, hi in itertools.pairwise(BUCKETS)]
@@ -279,9 +287,7 @@ def plot(report: DecayReport, out: str | Path | BinaryIO | None = None) -> bytes
     curve.set_ylim(bottom=0)
     curve.set_xlabel(f"days after {report.as_of}")
     curve.set_ylabel("facts remaining")
-    curve.set_title(
-        f"Projected survival (factor {report.factor}/day, purge below {report.purge_below})"
-    )
+    curve.set_title(f"Projected survival (purge below {report.purge_below})")
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png")
     png = buffer.getvalue()

@@ -105,7 +105,7 @@ def migrate() -> None:
     settings = _settings()
     try:
         database = resolve(settings.db)
-        applied = setup_schema(database, settings.memory.decay_factor)
+        applied = setup_schema(database, settings.memory)
         with database.connect() as conn:
             version = current_version(conn)
     except AgentMemoryError as exc:
@@ -153,7 +153,7 @@ def _print_report(report: dict[str, Any]) -> None:
     console.print(
         f"{report['facts']} fact(s); purged {report['purged']}; "
         f"{report['expiring_within_7_days']} expiring within 7 days "
-        f"(factor {report['factor']}/day, purge below {report['purge_below']})",
+        f"(purge below {report['purge_below']})",
         highlight=False,
     )
 
@@ -286,13 +286,9 @@ async def _stats(
             "SELECT status, count(*) FROM agent_memory.consolidation_jobs GROUP BY 1 ORDER BY 1"
         )
         jobs = {status: n for status, n in await cur.fetchall()}
-        frame = await analytics.load_frame(conn, scope)
+        frame = await analytics.load_frame(conn, scope, settings.memory.purge_threshold)
     report = analytics.report(
-        frame,
-        as_of=as_of,
-        factor=settings.memory.decay_factor,
-        purge_below=settings.memory.purge_threshold,
-        purged=0,
+        frame, as_of=as_of, purge_below=settings.memory.purge_threshold, purged=0
     )
     return {
         "episodes_pending": pending,
@@ -601,7 +597,7 @@ def backfill_import(
     settings = _settings()
     try:
         database = resolve(settings.db)
-        setup_schema(database, settings.memory.decay_factor)
+        setup_schema(database, settings.memory)
         size = path.stat().st_size if path.is_file() else 0
         with (
             Progress(
@@ -662,7 +658,7 @@ def backfill_checkpoints(
     settings = _settings()
     try:
         database = resolve(settings.db)
-        setup_schema(database, settings.memory.decay_factor)
+        setup_schema(database, settings.memory)
         with database.connect() as conn:
             report = import_checkpoints(
                 conn,
@@ -725,7 +721,7 @@ def backfill_run(
         )
         settings = _settings()
         database = resolve(settings.db)
-        setup_schema(database, settings.memory.decay_factor)
+        setup_schema(database, settings.memory)
         from flows.backfill import BackfillParams, backfill_flow
         from flows.outcome import run_for_summary
 

@@ -36,7 +36,7 @@ from agent_memory.db import facts as fact_repo
 from agent_memory.db import jobs as job_repo
 from agent_memory.db import retries as retry_repo
 from agent_memory.db.connection import Database
-from agent_memory.decay import MIN_IMPORTANCE, today
+from agent_memory.decay import DEFAULT_REINFORCEMENT, Reinforcement, today
 from agent_memory.errors import ExtractionError, TransientExtractionError
 from agent_memory.extraction.base import Extraction, Extractor, Usage, checksum
 from agent_memory.extraction.offline import summarize
@@ -284,8 +284,8 @@ async def load_batch(
         # what the scope knew when these conversations happened (a backfill replays the past:
         # a fact from March has faded by today, but not by May)
         as_of = min(today(), max(e.occurred_at for e in chosen).astimezone(UTC).date())
-        current = await fact_repo.top(conn, scope, MIN_IMPORTANCE, KNOWN_FACTS, as_of)
-    known = [KnownFact(n, fid, content, imp) for n, (fid, content, imp) in enumerate(current, 1)]
+        current = await fact_repo.known(conn, scope, KNOWN_FACTS, as_of)
+    known = [KnownFact(n, *fact) for n, fact in enumerate(current, 1)]
     fault_point("after_load")
     return ScopeBatch(
         scope,
@@ -362,7 +362,7 @@ async def write(
     pool: AsyncConnectionPool,
     batch: ScopeBatch,
     extraction: Extraction | None,
-    boost: float = 0.05,
+    reinforce: Reinforcement = DEFAULT_REINFORCEMENT,
 ) -> ScopeResult:
     """Upsert facts (with their source episodes), mark episodes and finish the job, in one
     transaction.
@@ -392,7 +392,7 @@ async def write(
         applied = Applied()
         status: Literal["completed", "skipped"] = "skipped"
         if extraction is not None:
-            applied = await _apply(conn, batch, extraction, boost)
+            applied = await _apply(conn, batch, extraction, reinforce)
             status = "completed"
         await job_repo.finish(
             conn,
@@ -471,10 +471,13 @@ class Applied:
     invalidated: int = 0
 
 
-def _by_source(batch: ScopeBatch, ops: Sequence[Operation]) -> list[tuple[list[Fact], list[int]]]:
+def _by_source(
+    batch: ScopeBatch, ops: Sequence[Operation]
+) -> list[tuple[list[Fact], list[int], int]]:
     """The facts the operations write, one per content (the highest importance given, the
     episodes that said it merged), grouped by the episodes they come from (1-based numbers;
-    a fact whose extractor named none comes from the whole batch)."""
+    a fact whose extractor named none comes from the whole batch), with how many independent
+    mentions each group's facts had: the conversations named (one when none was)."""
     whole = list(range(1, len(batch.episodes) + 1))
     said: dict[bytes, tuple[Fact, set[int]]] = {}
     for op in ops:
@@ -483,17 +486,23 @@ def _by_source(batch: ScopeBatch, ops: Sequence[Operation]) -> list[tuple[list[F
         fact, key = op.fact, fact_repo.content_hash(op.fact.content)
         best, numbers = said.get(key, (fact, set()))
         if fact.importance > best.importance:
-            best = fact
+            fact, best = best, fact
+        if best.kind == "general" and fact.kind != "general":
+            best = best.model_copy(update={"kind": fact.kind})
         # numbers outside the batch cannot come from a parsed answer; never index past it
         named = {n for n in op.sources if n <= len(batch.episodes)}
-        said[key] = (best, numbers | (named or set(whole)))
+        said[key] = (best, numbers | named)
     groups: dict[tuple[int, ...], list[Fact]] = {}
     for fact, numbers in said.values():
         groups.setdefault(tuple(sorted(numbers)), []).append(fact)
-    return [(facts, list(numbers)) for numbers, facts in groups.items()]
+    return [
+        (facts, list(numbers) or whole, max(len(numbers), 1)) for numbers, facts in groups.items()
+    ]
 
 
-async def _apply(conn: Any, batch: ScopeBatch, extraction: Extraction, boost: float) -> Applied:
+async def _apply(
+    conn: Any, batch: ScopeBatch, extraction: Extraction, reinforce: Reinforcement
+) -> Applied:
     """Apply the operations: write facts, then supersede what updates replaced and deletes
     invalidated. The superseded facts stay, marked with when and by which fact and job.
 
@@ -501,7 +510,7 @@ async def _apply(conn: Any, batch: ScopeBatch, extraction: Extraction, boost: fl
     starts at theirs (:meth:`ScopeBatch.clock`), not at the batch's newest."""
     ops = extraction.operations
     written = fact_repo.UpsertResult()
-    for facts, numbers in _by_source(batch, ops):
+    for facts, numbers, mentions in _by_source(batch, ops):
         group = await fact_repo.upsert(
             conn,
             batch.scope,
@@ -509,7 +518,9 @@ async def _apply(conn: Any, batch: ScopeBatch, extraction: Extraction, boost: fl
             batch.clock(numbers),
             batch.job_id,
             [batch.episodes[n - 1].id for n in numbers],
-            boost=boost,
+            boost=reinforce.boost,
+            mentions=mentions,
+            growth=reinforce.growth,
         )
         written.created += group.created
         written.reinforced += group.reinforced
@@ -544,11 +555,11 @@ async def write_or_yield(
     pool: AsyncConnectionPool,
     batch: ScopeBatch,
     extraction: Extraction | None,
-    boost: float = 0.05,
+    reinforce: Reinforcement = DEFAULT_REINFORCEMENT,
 ) -> ScopeResult:
     """:func:`write`, turning an overlap with another run into a ``skipped`` job."""
     try:
-        return await write(pool, batch, extraction, boost)
+        return await write(pool, batch, extraction, reinforce)
     except _AlreadyDone:
         async with pool.connection() as conn:
             job = await job_repo.get(conn, batch.job_id)

@@ -162,11 +162,13 @@ async def run(console: Console, settings: Settings) -> int:
             "turn 2's reply draws on facts from turn 1",
         )
 
-        before = [round(f.importance, 2) for f in await manager.facts(scope)]
+        known = await manager.facts(scope)
+        before = [round(f.importance, 2) for f in known]
         later = today() + timedelta(days=10)
         report = await manager.decay(scope, as_of=later)
         after = [round(f.importance, 2) for f in await manager.facts(scope, on=later)]
-        expected = [round(b * settings.memory.decay_factor**10, 2) for b in before]
+        # each fact halves once per half-life of its kind (a year for who the user is)
+        expected = [round(f.importance * 2 ** (-10 / (f.half_life or 1)), 2) for f in known]
         demo.step(
             "Testing decay (as of 10 days later)...",
             after == expected and bool(before),

@@ -162,7 +162,7 @@ class MemoryManager:
         settings = cls._prepare(database_url, settings)
         database = await asyncio.to_thread(resolve, settings.db)
         if migrate:
-            await asyncio.to_thread(setup_schema, database, settings.memory.decay_factor)
+            await asyncio.to_thread(setup_schema, database, settings.memory)
         manager = cls(settings, database)
         await manager._apool()
         # the first question of the process must not pay for loading the embedding model
@@ -181,7 +181,7 @@ class MemoryManager:
         settings = cls._prepare(database_url, settings)
         database = resolve(settings.db)
         if migrate:
-            setup_schema(database, settings.memory.decay_factor)
+            setup_schema(database, settings.memory)
         manager = cls(settings, database)
         manager._queries.warm()
         return manager

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, Field
 
@@ -110,11 +110,21 @@ class Window:
             raise InvalidScopeError(f"users {self.users!r}: give non-empty user ids, or None")
 
 
+# How long a fact stays true, which sets how fast it fades (a half-life per kind, settings
+# AGENT_MEMORY_HALF_LIFE_*): identity (who the user is: name, family, home, work, diet,
+# health), preference (likes, dislikes, ways of working), situation (an ongoing state: a
+# project, a job search, training), event (something that happened), plan (an appointment or an
+# intention), general (none of these, or not said: the daily AGENT_MEMORY_DECAY_FACTOR).
+FactKind = Literal["identity", "preference", "situation", "event", "plan", "general"]
+FACT_KINDS: tuple[FactKind, ...] = get_args(FactKind)
+
+
 class Fact(BaseModel):
     """A fact as an extractor returns it, before it is stored."""
 
     content: str = Field(min_length=1, max_length=4000)
     importance: float = Field(ge=0.0, le=1.0)
+    kind: FactKind = "general"
 
 
 class Operation(BaseModel):
@@ -136,11 +146,12 @@ class Operation(BaseModel):
     target: int | None = None
     episode: int | None = Field(default=None, ge=1)
     sources: list[Annotated[int, Field(ge=1)]] = Field(default_factory=list)
+    kind: FactKind = "general"
 
     @property
     def fact(self) -> Fact:
         assert self.content is not None
-        return Fact(content=self.content, importance=self.importance)
+        return Fact(content=self.content, importance=self.importance, kind=self.kind)
 
 
 @dataclass(frozen=True)
@@ -151,6 +162,7 @@ class KnownFact:
     fact_id: int
     content: str
     importance: float
+    kind: FactKind = "general"
 
 
 class MemoryItem(BaseModel):
@@ -168,6 +180,9 @@ class MemoryItem(BaseModel):
     updated_at: datetime
     superseded_at: datetime | None = None
     superseded_by: int | None = None
+    kind: FactKind = "general"
+    half_life: float | None = None  # days, grown by mentions
+    mentions: int = 1  # independent conversations that said it
 
 
 class Episode(BaseModel):

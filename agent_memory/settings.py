@@ -14,6 +14,7 @@ Example::
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Literal
@@ -21,6 +22,8 @@ from typing import Literal
 import platformdirs
 from pydantic import AliasChoices, BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from agent_memory.models import FactKind
 
 
 def default_data_dir() -> Path:
@@ -33,6 +36,9 @@ def default_data_dir() -> Path:
         return Path("/var/lib/agent-memory/pgdata")
     return Path(platformdirs.user_data_dir("agent-memory")) / "pgdata"
 
+
+# the longest half-life a fact may reach, however often it is said (days: a century)
+MAX_HALF_LIFE = 36_500.0
 
 # the embedding model that ships inside the wordllama wheel (see agent_memory/local_embedding.py)
 LOCAL_MODEL = "wordllama/l2_supercat_256"
@@ -98,10 +104,56 @@ class MemorySettings(BaseSettings):
 
     inject_min_importance: float = Field(default=0.1, ge=0.0, le=1.0)
     inject_limit: int = Field(default=20, ge=1, le=1000)
-    decay_factor: float = Field(default=0.95, gt=0.0, lt=1.0)
+    decay_factor: float = Field(
+        default=0.95,
+        gt=0.0,
+        lt=1.0,
+        description="daily factor of facts of kind general (no kind given): a half-life of "
+        "ln 2 / -ln(factor) days, 13.5 at 0.95",
+    )
     purge_threshold: float = Field(default=0.05, gt=0.0, lt=1.0)
     reinforce_boost: float = Field(
         default=0.05, ge=0.0, le=1.0, description="added to a fact's importance when said again"
+    )
+    # -- durability (docs: README "How memory fades") -------------------------------------------
+    # half-lives in days by kind; a fact of importance 0.85 lasts about 4 half-lives before it
+    # falls below the default purge threshold of 0.05
+    half_life_identity: float = Field(
+        default=365.0,
+        gt=0.0,
+        le=MAX_HALF_LIFE,
+        description="who the user is: name, family, home, work, diet, health; true for years",
+    )
+    half_life_preference: float = Field(
+        default=180.0,
+        gt=0.0,
+        le=MAX_HALF_LIFE,
+        description="likes, dislikes, ways of working; change over seasons",
+    )
+    half_life_situation: float = Field(
+        default=30.0,
+        gt=0.0,
+        le=MAX_HALF_LIFE,
+        description="ongoing state: a project, a job search, training; true for weeks to months",
+    )
+    half_life_event: float = Field(
+        default=14.0,
+        gt=0.0,
+        le=MAX_HALF_LIFE,
+        description="something that happened; talked about for a few weeks",
+    )
+    half_life_plan: float = Field(
+        default=7.0,
+        gt=0.0,
+        le=MAX_HALF_LIFE,
+        description="an appointment or intention; moot once it is past",
+    )
+    mention_growth: float = Field(
+        default=2.0,
+        ge=1.0,
+        le=10.0,
+        description="a fact said again in another conversation has its half-life multiplied "
+        "by this (the spacing effect); 1: no growth",
     )
     max_episode_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
 
@@ -169,6 +221,17 @@ class MemorySettings(BaseSettings):
     inject_history: int = Field(
         default=0, ge=0, le=100, description="recent episode summaries to inject (0: none)"
     )
+
+    def half_lives(self) -> dict[FactKind, float]:
+        """Each fact kind's half-life in days, ``general`` from :attr:`decay_factor`."""
+        return {
+            "identity": self.half_life_identity,
+            "preference": self.half_life_preference,
+            "situation": self.half_life_situation,
+            "event": self.half_life_event,
+            "plan": self.half_life_plan,
+            "general": math.log(2) / -math.log(self.decay_factor),
+        }
 
     @field_validator("inject_ranking", mode="before")
     @classmethod

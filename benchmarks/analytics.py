@@ -4,8 +4,8 @@ How the decay analytics load the facts into polars, at 1M facts over 10k scopes 
 over 1k), in a fresh database (the embedded PostgreSQL unless DATABASE_URL is set; a database
 named agent_memory_bench_analytics is created and dropped). Facts are loaded as
 benchmarks/inject.py loads them. Each loader builds the same frame (user_id, agent_id,
-workflow_id, decay_rank; checked against the reference) and is timed the same number of runs,
-interleaved in rounds so drift on the machine hits them alike. Prints JSON:
+workflow_id, expires_day, half_life; checked against the reference) and is timed the same
+number of runs, interleaved in rounds so drift on the machine hits them alike. Prints JSON:
 
 * loaders.fetchall    - the reference: a row per fact through psycopg's fetchall, then
                         pl.DataFrame(rows) (what load_frame did before)
@@ -15,7 +15,7 @@ interleaved in rounds so drift on the machine hits them alike. Prints JSON:
                         connection of its own, then pl.from_arrow
 * loaders.connectorx  - pl.read_database_uri(engine="connectorx") on a connection of its own
 * loaders.packed      - agent_memory.analytics.load_frame (the chosen one): a row per scope,
-                        the ranks packed as float8 in one bytea, decoded with numpy
+                        expiry days and half-lives packed as float8 in one bytea, decoded with numpy
 * each loader: median / min seconds over the runs, reference_over_loader (fetchall's median
   over its median: how many times faster), same_frame
 * chosen_speedup      - fetchall / packed (bound: >= 3)
@@ -46,7 +46,10 @@ from benchmarks.inject import load_facts
 
 BENCH_DB = "agent_memory_bench_analytics"
 # the columns and order of analytics.FRAME_SCHEMA, a row per fact: what every loader returns
-ROWS = "SELECT user_id, agent_id, workflow_id, decay_rank FROM agent_memory.memory_items"
+# (the expiry days are read for the policy's threshold, so they are the stored ones)
+ROWS = (
+    "SELECT user_id, agent_id, workflow_id, expires_day, half_life FROM agent_memory.memory_items"
+)
 Loader = Callable[[], Awaitable[pl.DataFrame]]
 
 
@@ -92,7 +95,7 @@ def loaders(conn: psycopg.AsyncConnection[Any], dsn: str) -> dict[str, Loader]:
         return pl.read_database_uri(ROWS, dsn, engine="connectorx")
 
     async def packed() -> pl.DataFrame:
-        return await analytics.load_frame(conn, None)
+        return await analytics.load_frame(conn, None, 0.05)
 
     return {
         "fetchall": fetchall,
@@ -135,8 +138,8 @@ async def measure(dsn: str, runs: int, full: bool) -> dict[str, Any]:
         plot_s: list[float] = []
         for _ in range(runs):
             t = time.perf_counter()
-            frame = await analytics.load_frame(conn, None)
-            report = analytics.report(frame, as_of=day, factor=0.95, purge_below=0.05, purged=0)
+            frame = await analytics.load_frame(conn, None, 0.05)
+            report = analytics.report(frame, as_of=day, purge_below=0.05, purged=0)
             report_s.append(time.perf_counter() - t)
             t = time.perf_counter()
             png = analytics.plot(report)

@@ -24,12 +24,14 @@ def admin_dsn(*, use_database_url: bool = True) -> tuple[str, Any]:
     return str(server.get_uri()), server
 
 
-def fresh_database(admin: str, name: str, factor: float = 0.95) -> str:
-    """Database ``name`` created anew (an old one is dropped), migrated, with the decay policy
-    ``factor``; its DSN."""
+def fresh_database(admin: str, name: str) -> str:
+    """Database ``name`` created anew (an old one is dropped), migrated, with the default decay
+    policy; its DSN."""
     import psycopg
 
     from agent_memory.db.migrations import ensure_decay_policy, migrate
+    from agent_memory.decay import DecayPolicy
+    from agent_memory.settings import MemorySettings
 
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
@@ -37,7 +39,7 @@ def fresh_database(admin: str, name: str, factor: float = 0.95) -> str:
     dsn = psycopg.conninfo.make_conninfo(admin, dbname=name)
     with psycopg.connect(dsn, autocommit=True) as conn:
         migrate(conn)
-        ensure_decay_policy(conn, factor)
+        ensure_decay_policy(conn, DecayPolicy.of(MemorySettings()))
     return dsn
 
 

@@ -3,11 +3,12 @@
 The daily decay at 1M facts over 10k scopes (--quick: 100k over 1k), in a fresh database (the
 embedded PostgreSQL unless DATABASE_URL is set), against the seed's decay on the same data in
 the same run. Facts are loaded as benchmarks/inject.py loads them (importance 0.06-1, clocks
-started over the last 60 days), then purged as of today, so the runs below find one day's worth
-of expiry, as a daily run does. ``seed_items`` is the seed's table (its columns, its primary
-key and importance index) holding the same facts with their importance of today. Autovacuum is
-off on both tables, so dead tuples stay where the runs left them, and each compared run starts
-from a CHECKPOINT, so each pays its own full-page writes. Prints JSON:
+started over the last 60 days, every kind, one to three mentions), then purged as of today, so
+the runs below find one day's worth of expiry, as a daily run does. ``seed_items`` is the
+seed's table (its columns, its primary key and importance index) holding the same facts with
+their importance of today. Autovacuum is off on both tables, so dead tuples stay where the
+runs left them, and each compared run starts from a CHECKPOINT, so each pays its own
+full-page writes. Prints JSON:
 
 * seed           - the seed's daily decay (UPDATE importance * 0.95, then DELETE below 0.05):
                    wall ms, rows updated / deleted, dead tuples added
@@ -23,7 +24,7 @@ from a CHECKPOINT, so each pays its own full-page writes. Prints JSON:
                    analytics_ms is what the flow's analytics step costs on its own (it reads
                    every fact), measured apart
 * current_importance - inject (top_sync) on that day for sampled scopes against
-                   agent_memory.decay.current_importance and importance * 0.95 ** days
+                   agent_memory.decay.importance_on and importance * 2 ** (-days / half-life)
                    computed in Python (bound: relative error <= 1e-9)
 * inject         - top_sync latency from another process for random scopes: idle, during a
                    whole decay flow 20 days ahead and during a purge 30 days ahead (much to
@@ -60,12 +61,11 @@ if "PREFECT_HOME" not in os.environ:  # (inherited by the inject process: no sec
 import psycopg
 
 from agent_memory.db import facts as fact_repo
-from agent_memory.decay import current_importance, day_index, today
+from agent_memory.decay import day_index, importance_on, today
 from benchmarks.database import admin_dsn, drop_database, fresh_database
 from benchmarks.inject import LOAD, scope_of
 
 BENCH_DB = "agent_memory_bench_decay"
-FACTOR = 0.95
 PURGE_BELOW = 0.05
 BATCH = 5_000
 ITEMS = "agent_memory.memory_items"
@@ -90,8 +90,9 @@ SEED_FILL = """
 INSERT INTO seed_items (id, user_id, agent_id, workflow_id, content, importance, memory_types,
                         created_at, updated_at)
 SELECT id, user_id, agent_id, workflow_id, content,
-       exp(decay_rank - %(day)s * -ln(%(factor)s)), memory_types, created_at, updated_at
-FROM agent_memory.memory_items
+       agent_memory.importance_on(expires_day, %(day)s, half_life, p.purge_below), memory_types,
+       created_at, updated_at
+FROM agent_memory.memory_items CROSS JOIN agent_memory.decay_policy AS p
 """
 # The seed's daily job, for all scopes (its "AND scope matches" left out), one statement each.
 SEED_UPDATE = """
@@ -104,8 +105,9 @@ SELECT n_dead_tup, n_tup_upd, n_tup_del, n_tup_hot_upd, n_live_tup
 FROM pg_stat_user_tables WHERE relid = %s::regclass
 """
 EXPIRED = f"""
-SELECT count(*) FROM {ITEMS}
-WHERE decay_rank < ln(%(purge_below)s) + %(day)s * -ln(%(factor)s)
+SELECT count(*) FROM {ITEMS} CROSS JOIN agent_memory.decay_policy AS p
+WHERE agent_memory.importance_on(expires_day, %(day)s, half_life, p.purge_below)
+      < %(purge_below)s
 """
 
 
@@ -213,15 +215,11 @@ def purge_day(
     day = day_index(on)
     if fresh:
         checkpoint(stats)
-    expected = stats.execute(
-        EXPIRED, {"purge_below": PURGE_BELOW, "day": day, "factor": FACTOR}
-    ).fetchone()
+    expected = stats.execute(EXPIRED, {"purge_below": PURGE_BELOW, "day": day}).fetchone()
     before = table_stats(stats, ITEMS)
     result = asyncio.run(timed_purge(dsn, on))
     delta = stats_after(stats, ITEMS, before, 0, result["purged"])
-    left = stats.execute(
-        EXPIRED, {"purge_below": PURGE_BELOW, "day": day, "factor": FACTOR}
-    ).fetchone()
+    left = stats.execute(EXPIRED, {"purge_below": PURGE_BELOW, "day": day}).fetchone()
     return {
         **result,
         "expected": int(expected[0]) if expected else None,
@@ -300,10 +298,8 @@ def analytics_cost(dsn: str, on: date) -> float:
     async def measure() -> float:
         async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
             started = time.perf_counter()
-            frame = await analytics.load_frame(conn, None)
-            analytics.report(
-                frame, as_of=on, factor=FACTOR, purge_below=PURGE_BELOW, purged=0
-            ).summary()
+            frame = await analytics.load_frame(conn, None, PURGE_BELOW)
+            analytics.report(frame, as_of=on, purge_below=PURGE_BELOW, purged=0).summary()
             return (time.perf_counter() - started) * 1000
 
     return asyncio.run(measure())
@@ -325,16 +321,17 @@ def check_importance(conn: psycopg.Connection[Any], scopes: int, on: date) -> di
             continue
         ids = [r[0] for r in rows]
         stored = {
-            int(r[0]): (float(r[1]), float(r[2]), r[3])
+            int(r[0]): (float(r[1]), float(r[2]), float(r[3]), r[4])
             for r in conn.execute(
-                f"SELECT id, decay_rank, importance, importance_at FROM {ITEMS} WHERE id = ANY(%s)",
+                "SELECT id, expires_day, half_life, importance, importance_at"
+                f" FROM {ITEMS} WHERE id = ANY(%s)",
                 (ids,),
             )
         }
         for fact_id, _content, got in rows:
-            rank, base, at = stored[fact_id]
-            by_rank = min(1.0, current_importance(rank, on, FACTOR))
-            by_base = min(1.0, base * FACTOR ** (day - day_index(at)))
+            expires, half_life, base, at = stored[fact_id]
+            by_rank = importance_on(expires, on, half_life, PURGE_BELOW)
+            by_base = min(1.0, base * 2 ** (-(day - day_index(at)) / half_life))
             worst_rank = max(worst_rank, abs(got - by_rank) / by_rank)
             worst_base = max(worst_base, abs(got - by_base) / by_base)
             below += got < PURGE_BELOW
@@ -343,7 +340,7 @@ def check_importance(conn: psycopg.Connection[Any], scopes: int, on: date) -> di
         "as_of": on.isoformat(),
         "facts_checked": checked,
         "max_rel_error_vs_current_importance": worst_rank,
-        "max_rel_error_vs_importance_times_factor_pow_days": worst_base,
+        "max_rel_error_vs_importance_halved_per_half_life": worst_base,
         "returned_below_purge_threshold": below,
         "bound": "<= 1e-9, and none below the threshold after the purge",
     }
@@ -430,7 +427,7 @@ def run(facts: int, scopes: int, inject_idle_s: float) -> dict[str, Any]:
     admin, server = admin_dsn()
     prefect = start_prefect_server()
     os.environ["PREFECT_API_URL"] = prefect.api_url
-    dsn = fresh_database(admin, BENCH_DB, FACTOR)
+    dsn = fresh_database(admin, BENCH_DB)
     day0 = today()
     result: dict[str, Any] = {"facts": facts, "scopes": scopes, "today": day0.isoformat()}
     try:
@@ -441,7 +438,7 @@ def run(facts: int, scopes: int, inject_idle_s: float) -> dict[str, Any]:
             # today's decay has run: what is left is what a daily run starts from
             setup_purged = asyncio.run(timed_purge(dsn, day0))["purged"]
             conn.execute(SEED_TABLE)
-            conn.execute(SEED_FILL, {"day": day_index(day0), "factor": FACTOR})
+            conn.execute(SEED_FILL, {"day": day_index(day0)})
             conn.execute(f"VACUUM ANALYZE {ITEMS}")
             conn.execute("VACUUM ANALYZE seed_items")
             result["load_seconds"] = round(time.perf_counter() - started, 1)
@@ -545,8 +542,7 @@ def run(facts: int, scopes: int, inject_idle_s: float) -> dict[str, Any]:
             "max_rel_error_vs_current_importance"
         ]
         <= 1e-9
-        and result["current_importance"]["max_rel_error_vs_importance_times_factor_pow_days"]
-        <= 1e-9
+        and result["current_importance"]["max_rel_error_vs_importance_halved_per_half_life"] <= 1e-9
         and result["current_importance"]["returned_below_purge_threshold"] == 0,
     }
     result["checks"] = checks

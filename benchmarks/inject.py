@@ -104,9 +104,12 @@ def _word(multiplier: int) -> str:
 
 # Scope s: user 'user-s'; agent set for even s; workflow set for s divisible by 3, so the data
 # has NULL parts in every combination the scope index must get right.
+# Facts of every kind, said in one to three conversations: their half-lives (the policy's for
+# the kind, doubled per further mention) and expiry days are what consolidation would store.
 LOAD = f"""
 INSERT INTO agent_memory.memory_items
-    (user_id, agent_id, workflow_id, content, content_hash, importance, importance_at, decay_rank)
+    (user_id, agent_id, workflow_id, content, content_hash, importance, importance_at,
+     kind, mentions, half_life, expires_day)
 SELECT 'user-' || s,
        CASE WHEN s %% 2 = 0 THEN 'agent-' || (s %% 5) END,
        CASE WHEN s %% 3 = 0 THEN 'wf-' || (s %% 11) END,
@@ -118,13 +121,25 @@ SELECT 'user-' || s,
        sha256(('fact ' || g)::bytea),
        imp,
        at,
-       ln(imp) + agent_memory.day_index(at) * -ln(0.95)
+       kind,
+       mentions,
+       h,
+       agent_memory.expiry(imp, agent_memory.day_index(at), h, p.purge_below)
 FROM (
-    SELECT g, g %% %(scopes)s AS s,
-           0.06 + random() * 0.94 AS imp,
-           now() - (random() * 60) * interval '1 day' AS at
-    FROM generate_series(1, %(facts)s::bigint) AS g
+    SELECT g, s, imp, at, kind, mentions,
+           (p.half_lives->>kind)::float8 * 2 ^ (mentions - 1) AS h
+    FROM (
+        SELECT g, g %% %(scopes)s AS s,
+               0.06 + random() * 0.94 AS imp,
+               now() - (random() * 60) * interval '1 day' AS at,
+               (ARRAY['identity', 'preference', 'situation', 'event', 'plan', 'general'])
+                   [1 + g %% 6] AS kind,
+               1 + (g / 6) %% 3 AS mentions
+        FROM generate_series(1, %(facts)s::bigint) AS g
+    ) AS drawn
+    CROSS JOIN agent_memory.decay_policy AS p
 ) AS rows
+CROSS JOIN agent_memory.decay_policy AS p
 CROSS JOIN (SELECT {WORDS_ARRAY} AS words) AS v
 """
 

@@ -17,7 +17,7 @@ import psycopg
 from agent_memory.db import facts as fact_repo
 from agent_memory.db import recall as recall_repo
 from agent_memory.decay import today
-from agent_memory.models import Scope
+from agent_memory.models import Fact, Scope
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data" / "retrieval.json"
 SCOPE = Scope("retrieval-eval", "assistant")
@@ -48,15 +48,13 @@ def load_facts(conn: psycopg.Connection[Any], scope: Scope, facts: list[dict[str
         cur.executemany(
             fact_repo.UPSERT,
             [
-                {
-                    **scope.as_dict(),
-                    "content": f["content"],
-                    "content_hash": fact_repo.content_hash(f["content"]),
-                    "importance": f["importance"],
-                    "at": at,
-                    "job_id": None,
-                    "boost": 0.0,
-                }
+                fact_repo.upsert_params(
+                    scope,
+                    Fact(content=f["content"], importance=f["importance"]),
+                    at,
+                    None,
+                    boost=0.0,
+                )
                 for f in facts
             ],
         )

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from agent_memory.consolidation import ScopeClaims, ScopeResult, merge
 from agent_memory.db.connection import resolve
 from agent_memory.db.pool import open_pool
+from agent_memory.decay import Reinforcement
 from agent_memory.embedding import TextEmbedder, make_embedder, vectors_ready
 from agent_memory.extraction import OfflineExtractor, build_extractor
 from agent_memory.models import DecayFrom, Scope, Window
@@ -104,7 +105,7 @@ async def _one_scope(
     limit: asyncio.Semaphore,
     params: ConsolidationParams,
     secrets: list[str | None],
-    boost: float,
+    reinforce: Reinforcement,
     token_budget: int,
     window: Window | None = None,
     on_batch: OnBatch | None = None,
@@ -122,7 +123,7 @@ async def _one_scope(
             # a backlog goes in chronological batches, each committed on its own
             while len(done) < params.max_batches_per_scope:
                 result = await _one_batch(
-                    pool, scope, extractor, params, secrets, boost, token_budget, window
+                    pool, scope, extractor, params, secrets, reinforce, token_budget, window
                 )
                 if result is None:
                     break
@@ -185,7 +186,7 @@ async def _one_batch(
     extractor: Any,
     params: ConsolidationParams,
     secrets: list[str | None],
-    boost: float,
+    reinforce: Reinforcement,
     token_budget: int,
     window: Window | None = None,
 ) -> ScopeResult | None:
@@ -207,7 +208,7 @@ async def _one_batch(
         if batch is None:
             return None
         extraction = await extract_facts(pool, _opaque(batch), extractor, label)
-        return await write_scope(pool, _opaque(batch), _opaque(extraction), label, boost)
+        return await write_scope(pool, _opaque(batch), _opaque(extraction), label, reinforce)
     except Exception as exc:
         job_id = batch.job_id if batch is not None else None
         try:
@@ -308,7 +309,7 @@ async def consolidate_scopes(
                     limit,
                     params,
                     secrets,
-                    settings.memory.reinforce_boost,
+                    Reinforcement.of(settings.memory),
                     settings.llm.batch_tokens,
                     window,
                     on_batch,

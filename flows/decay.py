@@ -1,7 +1,8 @@
 """The decay flow: forget what has faded, then report on what memory holds.
 
-Importance fades by ``AGENT_MEMORY_DECAY_FACTOR`` per day (0.95) and facts below
-``AGENT_MEMORY_PURGE_THRESHOLD`` (0.05) are purged. Decay is a function of the date, not of how
+Importance halves every half-life (by the fact's kind, ``AGENT_MEMORY_HALF_LIFE_*``, grown by
+each conversation that says it again) and facts below ``AGENT_MEMORY_PURGE_THRESHOLD`` (0.05)
+are purged. Decay is a function of the date, not of how
 often this runs: a second run on the same day, or a Prefect retry, changes nothing.
 """
 
@@ -18,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agent_memory import analytics
 from agent_memory.db.pool import open_pool
-from agent_memory.decay import today
+from agent_memory.decay import DecayPolicy, today
 from agent_memory.settings import get_settings
 from flows.params import ScopeParam
 from tasks.decay import decay_analytics, purge_faded_facts, record_decay_run, sync_decay_policy
@@ -71,16 +72,16 @@ async def decay_flow(
     """Purge faded facts and publish the decay analytics as artifacts."""
     settings = get_settings()
     as_of = params.as_of or today()
-    factor = settings.memory.decay_factor
+    policy = DecayPolicy.of(settings.memory)
     purge_below = params.purge_below or settings.memory.purge_threshold
     scope = params.scope.to_scope() if params.scope else None
     label = scope.label if scope else "all scopes"
     async with open_pool(settings, max_size=2) as pool:
-        # purge with the factor the ranks were computed with, then apply a changed factor
+        # purge with the policy the expiry days were computed with, then apply a changed one
         purged = await purge_faded_facts(pool, purge_below, as_of, scope, params.batch_size, label)
-        await sync_decay_policy(pool, factor, as_of)
-        report = await decay_analytics(pool, as_of, scope, factor, purge_below, purged, label)
-        await record_decay_run(pool, report, scope)
+        await sync_decay_policy(pool, policy, as_of)
+        report = await decay_analytics(pool, as_of, scope, purge_below, purged, label)
+        await record_decay_run(pool, report, scope, policy)
     await acreate_table_artifact(
         table=report.distribution or [{"importance": "-", "facts": 0}],
         key="memory-decay-distribution",
@@ -89,7 +90,7 @@ async def decay_flow(
     await acreate_table_artifact(
         table=report.expiry or [{"within_days": "-", "expiring": 0, "remaining": 0}],
         key="memory-decay-expiry",
-        description=f"Projected expiry (factor {factor}/day, purge below {purge_below})",
+        description=f"Projected expiry (purge below {purge_below})",
     )
     await acreate_table_artifact(
         table=report.scopes or [{"scope": "-", "facts": 0}],

@@ -73,10 +73,20 @@ CREATE TABLE IF NOT EXISTS agent_memory.memory_items (
     CONSTRAINT memory_items_scope_content_key UNIQUE (scope_key, content_hash)
 );
 
-CREATE INDEX IF NOT EXISTS memory_items_scope_rank_idx
-    ON agent_memory.memory_items (scope_key, decay_rank DESC);
-CREATE INDEX IF NOT EXISTS memory_items_rank_idx
-    ON agent_memory.memory_items (decay_rank);
+-- (version 3 replaces the first index and version 12 drops decay_rank with both: a replay of
+-- this file on a later schema must neither fail nor bring back what they removed)
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM information_schema.columns
+               WHERE table_schema = 'agent_memory' AND table_name = 'memory_items'
+                 AND column_name = 'decay_rank') THEN
+        CREATE INDEX IF NOT EXISTS memory_items_scope_rank_idx
+            ON agent_memory.memory_items (scope_key, decay_rank DESC);
+        CREATE INDEX IF NOT EXISTS memory_items_rank_idx
+            ON agent_memory.memory_items (decay_rank);
+    END IF;
+END
+$$;
 
 CREATE TABLE IF NOT EXISTS agent_memory.consolidation_jobs (
     id                 bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,

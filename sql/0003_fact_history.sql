@@ -8,9 +8,18 @@ ALTER TABLE agent_memory.memory_items
     ADD COLUMN IF NOT EXISTS superseded_by_job bigint;
 
 -- inject reads current facts only: the scope index covers just those
-CREATE INDEX IF NOT EXISTS memory_items_current_rank_idx
-    ON agent_memory.memory_items (scope_key, decay_rank DESC)
-    WHERE superseded_at IS NULL;
+-- (guarded: version 12 replaces it with an index on expires_day and drops decay_rank)
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM information_schema.columns
+               WHERE table_schema = 'agent_memory' AND table_name = 'memory_items'
+                 AND column_name = 'decay_rank') THEN
+        CREATE INDEX IF NOT EXISTS memory_items_current_rank_idx
+            ON agent_memory.memory_items (scope_key, decay_rank DESC)
+            WHERE superseded_at IS NULL;
+    END IF;
+END
+$$;
 DROP INDEX IF EXISTS agent_memory.memory_items_scope_rank_idx;
 
 ALTER TABLE agent_memory.consolidation_jobs

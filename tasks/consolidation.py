@@ -7,6 +7,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from agent_memory import consolidation as steps
 from agent_memory.consolidation import ScopeBatch, ScopeResult
+from agent_memory.decay import DEFAULT_REINFORCEMENT, Reinforcement
 from agent_memory.embedding import (
     Embedded,
     TextEmbedder,
@@ -86,9 +87,9 @@ async def write_scope(
     batch: ScopeBatch,
     extraction: Extraction | None,
     scope_label: str,
-    boost: float = 0.05,
+    reinforce: Reinforcement = DEFAULT_REINFORCEMENT,
 ) -> ScopeResult:
-    result = await steps.write_or_yield(pool, batch, extraction, boost)
+    result = await steps.write_or_yield(pool, batch, extraction, reinforce)
     get_run_logger().info(
         "job %d %s: %d episode(s), %d new fact(s), %d reinforced",
         batch.job_id,

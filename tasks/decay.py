@@ -9,22 +9,26 @@ from psycopg_pool import AsyncConnectionPool
 
 from agent_memory import analytics
 from agent_memory.db import facts as fact_repo
+from agent_memory.db.migrations import policy_params
+from agent_memory.decay import DecayPolicy
 from agent_memory.models import Scope
 from tasks.policy import DB_RETRIES, STEP
 
 
 @task(name="sync-decay-policy", **STEP, **DB_RETRIES)
-async def sync_decay_policy(pool: AsyncConnectionPool, factor: float, as_of: date) -> int:
-    """Apply a changed decay factor (rebasing every fact once); returns rows rebased."""
+async def sync_decay_policy(pool: AsyncConnectionPool, policy: DecayPolicy, as_of: date) -> int:
+    """Apply changed half-lives or a changed purge threshold (rescaling the facts they concern
+    once); returns rows rewritten."""
     async with pool.connection() as conn:
-        stored = await fact_repo.policy_factor(conn)
-        if stored is not None and abs(stored - factor) < 1e-12:
+        stored = await fact_repo.policy(conn)
+        if stored == policy:
             return 0
-        rebased = await fact_repo.rebase(conn, factor, as_of)
-    get_run_logger().warning(
-        "decay factor changed from %s to %s: rebased %d fact(s)", stored, factor, rebased
-    )
-    return rebased
+        rewritten = await fact_repo.sync_policy(conn, policy, as_of)
+    if rewritten:
+        get_run_logger().warning(
+            "decay policy changed from %s to %s: rescaled %d fact(s)", stored, policy, rewritten
+        )
+    return rewritten
 
 
 @task(name="purge-faded-facts", task_run_name="purge [{scope_label}]", **STEP, **DB_RETRIES)
@@ -48,21 +52,21 @@ async def decay_analytics(
     pool: AsyncConnectionPool,
     as_of: date,
     scope: Scope | None,
-    factor: float,
     purge_below: float,
     purged: int,
     scope_label: str,
 ) -> analytics.DecayReport:
     async with pool.connection() as conn:
-        frame = await analytics.load_frame(conn, scope)
-    return analytics.report(
-        frame, as_of=as_of, factor=factor, purge_below=purge_below, purged=purged
-    )
+        frame = await analytics.load_frame(conn, scope, purge_below)
+    return analytics.report(frame, as_of=as_of, purge_below=purge_below, purged=purged)
 
 
 @task(name="record-decay-run", **STEP, **DB_RETRIES)
 async def record_decay_run(
-    pool: AsyncConnectionPool, report: analytics.DecayReport, scope: Scope | None
+    pool: AsyncConnectionPool,
+    report: analytics.DecayReport,
+    scope: Scope | None,
+    policy: DecayPolicy,
 ) -> None:
     async with pool.connection() as conn:
         await conn.execute(
@@ -74,7 +78,7 @@ async def record_decay_run(
                 report.as_of,
                 *(scope or Scope()).params,
                 scope is None,
-                report.factor,
+                policy_params(policy)["factor"],
                 report.purge_below,
                 report.purged,
             ),

@@ -39,6 +39,7 @@ import pytest  # noqa: E402
 from pytest_postgresql.janitor import DatabaseJanitor  # noqa: E402
 
 from agent_memory.db.migrations import ensure_decay_policy, migrate  # noqa: E402
+from agent_memory.decay import DecayPolicy  # noqa: E402
 from agent_memory.manager import MemoryManager  # noqa: E402
 from agent_memory.settings import (  # noqa: E402
     DatabaseSettings,
@@ -67,7 +68,7 @@ def pg_server() -> Iterator[dict[str, Any]]:
     template.init()
     with psycopg.connect(dbname=TEMPLATE, autocommit=True, **conn) as c:
         migrate(c)
-        ensure_decay_policy(c, MemorySettings().decay_factor)
+        ensure_decay_policy(c, DecayPolicy.of(MemorySettings()))
     yield conn
     template.drop()
     server.cleanup()

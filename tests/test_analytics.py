@@ -40,7 +40,10 @@ AWKWARD_SCOPES = [
 
 def fetchall_frame(db: psycopg.Connection[Any], scope: Scope | None) -> pl.DataFrame:
     """The reference: a row per fact through fetchall (what load_frame did before packing)."""
-    query = "SELECT user_id, agent_id, workflow_id, decay_rank FROM agent_memory.memory_items"
+    query = (
+        "SELECT user_id, agent_id, workflow_id, expires_day, half_life"
+        " FROM agent_memory.memory_items"
+    )
     if scope is None:
         rows = db.execute(query).fetchall()
     else:
@@ -59,19 +62,21 @@ def canonical(frame: pl.DataFrame) -> pl.DataFrame:
 def insert_facts(
     db: psycopg.Connection[Any], scope: tuple[str | None, ...], n: int, offset: int = 0
 ) -> None:
-    """n facts in one scope; importance 0.01-1, clocks started over the last 80 days.
+    """n facts in one scope; importance 0.01-1, clocks started over the last 80 days, half-lives
+    of 0.95 a day and a few others.
 
-    The ranks are arbitrary doubles (ln of an importance plus a day), so an exact comparison
-    shows whether any bits were lost on the way.
+    The expiry days and half-lives are arbitrary doubles, so an exact comparison shows whether
+    any bits were lost on the way.
     """
     db.execute(
         """INSERT INTO agent_memory.memory_items
                (user_id, agent_id, workflow_id, content, content_hash, importance,
-                importance_at, decay_rank)
-           SELECT %s, %s, %s, 'fact ' || g, sha256(('fact ' || g)::bytea), imp, at,
-                  ln(imp) + agent_memory.day_index(at) * -ln(0.95)
+                importance_at, half_life, expires_day)
+           SELECT %s, %s, %s, 'fact ' || g, sha256(('fact ' || g)::bytea), imp, at, h,
+                  agent_memory.expiry(imp, agent_memory.day_index(at), h, 0.05)
            FROM (SELECT g, 0.01 + 0.99 * ((g * 7919) %% 1000) / 999.0 AS imp,
-                        %s::timestamptz - ((g %% 80) || ' days')::interval AS at
+                        %s::timestamptz - ((g %% 80) || ' days')::interval AS at,
+                        (ARRAY[ln(2) / -ln(0.95), 7.0, 365.0, 1.0 / 3])[1 + g %% 4] AS h
                  FROM generate_series(%s::int, %s::int) g) s""",
         (*scope, AS_OF.isoformat(), offset + 1, offset + n),
     )
@@ -79,7 +84,7 @@ def insert_facts(
 
 async def load(database_url: str, scope: Scope | None) -> pl.DataFrame:
     async with await psycopg.AsyncConnection.connect(database_url) as conn:
-        return await analytics.load_frame(conn, scope)
+        return await analytics.load_frame(conn, scope, 0.05)
 
 
 async def test_loader_returns_what_fetchall_returns(
@@ -92,9 +97,10 @@ async def test_loader_returns_what_fetchall_returns(
     db.execute(
         """INSERT INTO agent_memory.memory_items
                (user_id, agent_id, workflow_id, content, content_hash, importance,
-                importance_at, decay_rank)
+                importance_at, half_life, expires_day)
            SELECT 'many-' || (g % 2000), CASE WHEN g % 2 = 0 THEN 'a' END, NULL,
-                  'fact ' || g, sha256(('fact ' || g)::bytea), 0.5, now(), g * 1e-3 - 1.5
+                  'fact ' || g, sha256(('fact ' || g)::bytea), 0.5, now(), 1 + g * 1e-3,
+                  g * 1e-3 - 1.5
            FROM generate_series(1, 10000) g"""
     )
     # superseded facts still decay and count: the loader reads them through an index of their
@@ -120,7 +126,7 @@ def test_loader_reads_each_half_from_its_index_in_scope_order(
     db: psycopg.Connection[Any],
 ) -> None:
     """The loader's speed rests on its query shape: both halves answerable by index-only
-    scans in (scope_key, decay_rank) order, aggregated with no sort and no hash. The planner
+    scans in (scope_key, expires_day) order, aggregated with no sort and no hash. The planner
     picks these plans at a million facts (benchmarks/analytics.py); here, with the table
     scans priced out, this checks the shape still allows them."""
     for i in range(20):
@@ -128,8 +134,8 @@ def test_loader_reads_each_half_from_its_index_in_scope_order(
     db.execute("UPDATE agent_memory.memory_items SET superseded_at = now() WHERE id % 4 = 0")
     db.execute("VACUUM ANALYZE agent_memory.memory_items")
     for query, params in [
-        (analytics.LOAD_ALL, None),
-        (analytics.LOAD_SCOPE, Scope("user-3").as_dict()),
+        (analytics.LOAD_ALL, {"purge_below": 0.05}),
+        (analytics.LOAD_SCOPE, {**Scope("user-3").as_dict(), "purge_below": 0.05}),
     ]:
         with db.transaction():
             db.execute("SET LOCAL enable_seqscan = off")
@@ -157,7 +163,7 @@ async def test_survival_curve_agrees_with_the_expiry_table(
 ) -> None:
     insert_facts(db, ("curve", None, None), 2_000)
     report = analytics.report(
-        await load(database_url, None), as_of=AS_OF, factor=0.95, purge_below=0.05, purged=0
+        await load(database_url, None), as_of=AS_OF, purge_below=0.05, purged=0
     )
     assert len(report.survival) == analytics.SURVIVAL_DAYS + 1
     for row in report.expiry:
@@ -182,7 +188,7 @@ async def test_plot_is_a_png(
 ) -> None:
     insert_facts(db, ("plot", None, None), 500)
     report = analytics.report(
-        await load(database_url, None), as_of=AS_OF, factor=0.95, purge_below=0.05, purged=3
+        await load(database_url, None), as_of=AS_OF, purge_below=0.05, purged=3
     )
     png = analytics.plot(report, tmp_path / "chart.png")
     width, height = png_size(png)
@@ -195,7 +201,6 @@ async def test_plot_is_a_png(
     nothing = analytics.report(
         pl.DataFrame(schema=analytics.FRAME_SCHEMA),
         as_of=AS_OF,
-        factor=0.95,
         purge_below=0.05,
         purged=0,
     )

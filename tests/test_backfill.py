@@ -239,6 +239,11 @@ async def test_history_from_a_year_ago_backfilled_today_is_injected_and_survives
     from flows.decay import DecayParams, decay_flow
 
     a_year_ago = datetime.now(UTC) - timedelta(days=365)
+    said = [
+        "I'm a vegetarian.",  # identity: a year's half-life
+        "I prefer answers by email.",  # preference: half a year
+        "My dentist appointment is on Friday.",  # plan: a week
+    ]
     path = write(
         tmp_path,
         *[
@@ -248,40 +253,45 @@ async def test_history_from_a_year_ago_backfilled_today_is_injected_and_survives
                 messages=[{"role": "user", "content": text}],
             )
             for user in ("ines", "olaf")
-            for n, text in enumerate(["I'm a vegetarian.", "I prefer answers by email."])
+            for n, text in enumerate(said)
         ],
     )
     import_jsonl(db, path)
-    # by default the clock starts at the import: the history is useful now
+    # by default the clock starts at the import: the whole history is useful now
     kept = await run_for_summary(backfill_flow, BackfillParams(users=["ines"]))
-    assert (kept["episodes"], kept["facts_created"]) == (2, 2)
+    assert (kept["episodes"], kept["facts_created"]) == (3, 3)
     assert kept["facts_below_purge_threshold"] == 0
     clocks = db.execute(
         "SELECT importance_at FROM agent_memory.memory_items WHERE user_id = 'ines'"
     ).fetchall()
     assert {c.date() for (c,) in clocks} == {datetime.now(UTC).date()}
-    # from the conversation, a year of 0.95 a day leaves nothing: the run says so
+    # from the conversation, a year leaves who olaf is and what he likes, but the plan of a
+    # year ago has faded: the run says so
     with caplog.at_level(logging.WARNING):
         faded = await run_for_summary(
             backfill_flow, BackfillParams(users=["olaf"], decay_from="conversation")
         )
-    assert (faded["facts_created"], faded["facts_below_purge_threshold"]) == (2, 2)
-    assert "2 fact(s) of the backfilled scopes are already below the purge threshold" in (
+    assert (faded["facts_created"], faded["facts_below_purge_threshold"]) == (3, 1)
+    assert "1 fact(s) of the backfilled scopes are already below the purge threshold" in (
         caplog.text
     )
-    # today's decay purges olaf's and keeps ines's, which inject gives back
+    # today's decay purges olaf's plan and keeps the durable facts, which inject gives back
     await decay_flow(DecayParams())
     left = db.execute(
-        "SELECT user_id, count(*) FROM agent_memory.memory_items GROUP BY 1"
+        "SELECT user_id, count(*) FROM agent_memory.memory_items GROUP BY 1 ORDER BY 1"
     ).fetchall()
-    assert left == [("ines", 2)]
+    assert left == [("ines", 3), ("olaf", 2)]
     manager = await MemoryManager.create(settings=settings, migrate=False)
     try:
-        frame = await manager.inject(Scope("ines"), query="What should I cook for them?")
-        assert sorted(frame.injected_facts) == [
-            "User is a vegetarian.",
-            "User prefers answers by email.",
+        for user in ("ines", "olaf"):
+            frame = await manager.inject(Scope(user), query="What should I cook for them?")
+            assert "User is a vegetarian." in frame.injected_facts
+            assert "User prefers answers by email." in frame.injected_facts
+        (vegetarian,) = [
+            f for f in await manager.facts(Scope("olaf")) if f.content == "User is a vegetarian."
         ]
+        assert vegetarian.kind == "identity"
+        assert vegetarian.importance == pytest.approx(0.9 * 2 ** (-365 / 365), rel=0.01)
     finally:
         await manager.close()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -135,7 +136,7 @@ def test_jobs_and_facts_explain(cli_env: str, db: psycopg.Connection[Any]) -> No
 
 
 @pytest.mark.usefixtures("prefect_harness")
-def test_backfill_import_and_run(cli_env: str, db: psycopg.Connection[Any]) -> None:
+def test_backfill_import_and_run(cli_env: str, db: psycopg.Connection[Any], tmp_path: Path) -> None:
     runner = CliRunner()
     sample = str(ROOT / "examples" / "history.jsonl")
     result = runner.invoke(app, ["backfill", "import", sample])
@@ -153,19 +154,32 @@ def test_backfill_import_and_run(cli_env: str, db: psycopg.Connection[Any]) -> N
     assert db.execute(
         "SELECT count(*) FROM agent_memory.episodes WHERE NOT consolidated"
     ).fetchone() == (1,)
-    # alice's May conversation, its clock at the conversation: months of decay leave her facts
-    # (March's and May's) below the threshold, and the run says so
+    # alice's May conversation, its clock at the conversation: who she is lasts years, so
+    # nothing of hers has faded
     result = runner.invoke(app, ["backfill", "run", "--decay-from", "conversation"])
     assert result.exit_code == 0, result.output
     assert "1 consolidated over 1 scope(s)" in result.output
-    (faded,) = db.execute(
-        "SELECT count(*) FROM agent_memory.memory_items WHERE user_id = 'alice'"
-        " AND importance_at < now() - interval '60 days'"
-    ).fetchone()  # type: ignore[misc]
-    assert faded >= 1
-    assert f"{faded} fact(s) already below the purge threshold go at the next decay" in (
-        result.output
+    assert "below the purge threshold" not in result.output
+    # a plan from March has: the run says how many facts the next decay takes
+    plans = tmp_path / "plans.jsonl"
+    plans.write_text(
+        json.dumps(
+            {
+                "user_id": "carol",
+                "occurred_at": "2026-03-02T09:15:00+00:00",
+                "messages": [
+                    {"role": "user", "content": "My dentist appointment is on Friday."},
+                    {"role": "user", "content": "I'm a vegetarian."},
+                ],
+            }
+        )
+        + "\n",
+        encoding="utf-8",
     )
+    assert runner.invoke(app, ["backfill", "import", str(plans)]).exit_code == 0
+    result = runner.invoke(app, ["backfill", "run", "--decay-from", "conversation"])
+    assert result.exit_code == 0, result.output
+    assert "1 fact(s) already below the purge threshold go at the next decay" in result.output
 
 
 def test_backfill_bad_file_and_bad_window_are_named(cli_env: str, tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -14,6 +15,8 @@ from agent_memory.decay import days_to_purge, today
 from agent_memory.models import Fact
 from agent_memory.settings import Settings
 from flows.decay import DecayParams, decay_flow
+
+GENERAL = math.log(2) / -math.log(0.95)  # the half-life of 0.95 a day
 
 
 async def seed(manager: MemoryManager, scope: Scope, facts: list[tuple[str, float, int]]) -> None:
@@ -32,7 +35,7 @@ async def seed(manager: MemoryManager, scope: Scope, facts: list[tuple[str, floa
 
 def snapshot(db: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
     return db.execute(
-        "SELECT id, importance, importance_at, decay_rank, updated_at "
+        "SELECT id, importance, importance_at, half_life, expires_day, updated_at "
         "FROM agent_memory.memory_items ORDER BY id"
     ).fetchall()
 
@@ -41,9 +44,9 @@ def test_seed_table() -> None:
     # the seed: 0.85 at day 0, 0.51 at day 10, 0.18 at day 30, 0.06 at day 50, gone at 55-56
     seed_table = {0: 0.85, 10: 0.51, 30: 0.18, 50: 0.06}
     assert {d: 0.85 * 0.95**d for d in seed_table} == pytest.approx(seed_table, abs=0.01)
-    assert days_to_purge(0.85, 0.95, 0.05) == 56
+    assert days_to_purge(0.85, GENERAL, 0.05) == 56
     assert 0.85 * 0.95**55 >= 0.05 > 0.85 * 0.95**56
-    assert days_to_purge(0.04, 0.95, 0.05) == 0
+    assert days_to_purge(0.04, GENERAL, 0.05) == 0
 
 
 @pytest.mark.usefixtures("prefect_harness")
@@ -101,7 +104,7 @@ async def test_decay_as_of_a_later_day_and_analytics(manager: MemoryManager) -> 
             "facts": 3,
             "mean_importance": pytest.approx((0.9 + 0.8 + 0.3) * 0.95**10 / 3, abs=1e-3),
             "expiring_7d": 0,
-            "next_expiry_days": days_to_purge(0.3 * 0.95**10, 0.95, 0.05),
+            "next_expiry_days": days_to_purge(0.3 * 0.95**10, GENERAL, 0.05),
         }
     ]
 

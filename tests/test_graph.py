@@ -80,9 +80,10 @@ def test_sync_graph_records_and_injects(settings: Settings, db: psycopg.Connecti
         assert db.execute("SELECT count(*) FROM agent_memory.episodes").fetchone() == (1,)
         db.execute(
             """INSERT INTO agent_memory.memory_items
-                 (user_id, content, content_hash, importance, importance_at, decay_rank)
-               SELECT 'sync', 'User prefers tea.', '\\x00', 0.8, now(),
-                      ln(0.8) + agent_memory.day_index(now()) * -ln(factor)
+                 (user_id, content, content_hash, importance, importance_at, half_life,
+                  expires_day)
+               SELECT 'sync', 'User prefers tea.', '\\x00', 0.8, now(), 13.5,
+                      agent_memory.expiry(0.8, agent_memory.day_index(now()), 13.5, purge_below)
                FROM agent_memory.decay_policy"""
         )
         out = graph.invoke({"user_id": "sync", "messages": [HumanMessage("hi again")]})

@@ -37,7 +37,8 @@ def store(db: psycopg.Connection[Any], scope: Scope, facts: dict[str, float], **
     if at:
         db.execute(
             "UPDATE agent_memory.memory_items SET importance_at = %(at)s,"
-            " decay_rank = ln(importance) + agent_memory.day_index(%(at)s) * -ln(0.95)"
+            " expires_day = agent_memory.expiry(importance, agent_memory.day_index(%(at)s),"
+            " half_life, 0.05)"
             " WHERE content = ANY(%(contents)s)",
             {"at": at["at"], "contents": list(facts)},
         )

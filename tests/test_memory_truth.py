@@ -57,7 +57,9 @@ async def test_llm_operations_use_short_ids_mapped_back(
 ) -> None:
     def handler(request: dict[str, Any]) -> Reply:
         prompt = request["messages"][-1]["content"]
-        numbers = {m[2]: int(m[1]) for m in re.finditer(r"\[(\d+)\] (.+?) \(importance", prompt)}
+        numbers = {
+            m[2]: int(m[1]) for m in re.finditer(r"\[(\d+)\] (.+?) \(\w+, importance", prompt)
+        }
         if not numbers:
             return Reply(
                 json.dumps(

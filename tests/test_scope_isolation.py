@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from agent_memory import MemoryManager, Scope
 from agent_memory.db import facts as fact_repo
+from agent_memory.models import Fact
 from agent_memory.settings import Settings
 
 SEED_QUERY = """
@@ -56,15 +57,9 @@ def test_each_scope_sees_exactly_its_own_facts(
         for i, scope in enumerate(scopes):
             conn.execute(
                 fact_repo.UPSERT,
-                {
-                    **scope.as_dict(),
-                    "content": f"fact-{i}",
-                    "content_hash": f"{i}".encode(),
-                    "importance": 0.5,
-                    "at": now,
-                    "job_id": None,
-                    "boost": 0.05,
-                },
+                fact_repo.upsert_params(
+                    scope, Fact(content=f"fact-{i}", importance=0.5), now, None
+                ),
             )
     for i, scope in enumerate(scopes):
         frame = sync_manager.inject_sync(scope)

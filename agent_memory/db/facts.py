@@ -1,7 +1,8 @@
 """Facts (memory_items): the top of a scope for inject, upserts from consolidation, the purge.
 
-Current importance is derived from ``decay_rank`` and the day (see :mod:`agent_memory.decay`);
-the factor comes from the ``decay_policy`` row, so every reader and writer uses the same one.
+Current importance is derived from a fact's ``expires_day``, ``half_life`` and the day (see
+:mod:`agent_memory.decay`); the kinds' half-lives and the purge threshold come from the
+``decay_policy`` row, so every reader and writer uses the same ones.
 """
 
 from __future__ import annotations
@@ -17,56 +18,73 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from agent_memory.db.fragments import LAMBDA, SCOPE_MATCH, importance_on
-from agent_memory.decay import MIN_IMPORTANCE, day_index
-from agent_memory.models import Fact, MemoryItem, Scope
+from agent_memory.db.fragments import SCOPE_MATCH, THRESHOLD, expiry, importance_on, kind_half_life
+from agent_memory.db.migrations import policy_params
+from agent_memory.decay import MIN_IMPORTANCE, DecayPolicy, day_index, importance_floor
+from agent_memory.models import Fact, FactKind, MemoryItem, Scope
+from agent_memory.settings import MAX_HALF_LIFE
 
-# The inject query: one index range scan on (scope_key, decay_rank DESC), no sort, no full scan.
-# least(1, ...): seen from a day before a fact's clock started (a backfill), it has not faded
-TOP = f"""
-SELECT id, content, {importance_on()} AS importance
+# The inject query: one index range scan on (scope_key, expires_day DESC), no sort, no full
+# scan. The facts memory keeps longest come first: among facts of one half-life that is the
+# order of current importance.
+_TOP = f"""
+SELECT id, content, {importance_on()} AS importance{{more}}
 FROM agent_memory.memory_items
 WHERE {SCOPE_MATCH}
   AND superseded_at IS NULL
-  AND decay_rank >= ln(%(min_importance)s) + %(day)s * {LAMBDA}
-ORDER BY decay_rank DESC
+  AND {importance_on()} >= %(min_importance)s
+ORDER BY expires_day DESC
 LIMIT %(limit)s
 """
+TOP = _TOP.format(more="")
+# what the extractor is shown of the facts memory holds: the same, with their kinds
+KNOWN = _TOP.format(more=", kind")
+
+_ITEM = f"""id, user_id, agent_id, workflow_id, content, {importance_on()} AS importance,
+       importance AS base_importance, importance_at, created_at, updated_at,
+       superseded_at, superseded_by, kind, half_life, mentions"""
 
 ITEMS = f"""
-SELECT id, user_id, agent_id, workflow_id, content,
-       {importance_on()} AS importance,
-       importance AS base_importance, importance_at, created_at, updated_at,
-       superseded_at, superseded_by
+SELECT {_ITEM}
 FROM agent_memory.memory_items
 WHERE {SCOPE_MATCH} AND (%(history)s OR superseded_at IS NULL)
-ORDER BY decay_rank DESC
+ORDER BY expires_day DESC
 LIMIT %(limit)s
 """
 
-# A fact mentioned again is reinforced, not copied: its importance is raised and its decay
-# clock restarts at the newer mention (both evaluated on the row's values before the update).
-_AT_LATEST_MENTION = importance_on(
-    "greatest(m.decay_rank, EXCLUDED.decay_rank)",
-    "agent_memory.day_index(greatest(m.importance_at, EXCLUDED.importance_at))",
+# A new fact's half-life: its kind's, grown once for each other conversation that said it.
+_HALF_LIFE = f"least(%(max_half_life)s, {kind_half_life()} * power(%(growth)s, %(mentions)s - 1))"
+
+# A fact mentioned again is reinforced, not copied: its importance is raised, its decay clock
+# restarts at the newer mention, and its half-life grows (all evaluated on the row's values
+# before the update). A fact of kind general takes the kind a later mention gives it.
+_LATEST_DAY = "agent_memory.day_index(greatest(m.importance_at, EXCLUDED.importance_at))"
+_AT_LATEST_MENTION = (
+    f"greatest({importance_on('m.expires_day', _LATEST_DAY, 'm.half_life')},"
+    f" {importance_on('EXCLUDED.expires_day', _LATEST_DAY, 'EXCLUDED.half_life')})"
 )
 _REINFORCED = f"least(1.0, {_AT_LATEST_MENTION} + %(boost)s)"
+_GROWN = """least(%(max_half_life)s,
+    CASE WHEN m.kind = 'general' AND EXCLUDED.kind <> 'general'
+         THEN EXCLUDED.half_life * power(%(growth)s, m.mentions)
+         ELSE m.half_life * power(%(growth)s, EXCLUDED.mentions) END)"""
 
 UPSERT = f"""
 INSERT INTO agent_memory.memory_items AS m
     (user_id, agent_id, workflow_id, content, content_hash, importance, importance_at,
-     decay_rank, source_job_id)
+     kind, mentions, half_life, expires_day, source_job_id)
 VALUES (%(user_id)s, %(agent_id)s, %(workflow_id)s, %(content)s, %(content_hash)s,
-        %(importance)s, %(at)s,
-        ln(%(importance)s) + agent_memory.day_index(%(at)s) * {LAMBDA}, %(job_id)s)
+        %(importance)s, %(at)s, %(kind)s, %(mentions)s, {_HALF_LIFE},
+        {expiry("%(importance)s", "agent_memory.day_index(%(at)s)", _HALF_LIFE)}, %(job_id)s)
 ON CONFLICT (scope_key, content_hash) DO UPDATE SET
     -- the clock restarts at the latest mention; the importance there is the higher of the
     -- two mentions' (decayed to that day) plus the reinforcement boost
     importance_at = greatest(m.importance_at, EXCLUDED.importance_at),
     importance    = {_REINFORCED},
-    decay_rank    = ln({_REINFORCED})
-                    + agent_memory.day_index(greatest(m.importance_at, EXCLUDED.importance_at))
-                      * {LAMBDA},
+    kind          = CASE WHEN m.kind = 'general' THEN EXCLUDED.kind ELSE m.kind END,
+    mentions      = m.mentions + EXCLUDED.mentions,
+    half_life     = {_GROWN},
+    expires_day   = {expiry(_REINFORCED, _LATEST_DAY, _GROWN)},
     content       = EXCLUDED.content,
     source_job_id = EXCLUDED.source_job_id,
     updated_at    = now(),
@@ -85,17 +103,24 @@ SET superseded_at = now(), superseded_by = %(by)s, superseded_by_job = %(job_id)
 WHERE id = %(id)s AND {SCOPE_MATCH} AND superseded_at IS NULL
 """
 
+# Faded below purge_below on day: at the policy's threshold exactly "expires_day < day", a
+# range of the rank index. Another threshold scales each fact's distance from its expiry by its
+# half-life, so the range widens by what the longest half-life allows and each row is checked.
+_FADED = f"""expires_day < %(day)s
+        + greatest(0.0, %(max_half_life)s * ln(%(purge_below)s / {THRESHOLD}) / ln(2))
+  AND (%(purge_below)s = {THRESHOLD} OR {importance_on()} < %(purge_below)s)"""
+
 # Bounded batches, so the purge never holds many row locks or one long transaction. ORDER BY
-# decay_rank makes it a range scan of the rank index from the bottom: the threshold comes from
-# a subquery, so the planner cannot estimate it, and without the order it chose a sequential
+# expires_day makes it a range scan of the rank index from the bottom: the bound comes from a
+# subquery, so the planner cannot estimate it, and without the order it chose a sequential
 # scan that re-read the whole table (and earlier batches' dead rows) for every batch - 7.4x the
 # seed's decay instead of 13x at 1M facts, and 160-220 ms for a day with nothing to purge.
 PURGE_BATCH = f"""
 WITH doomed AS (
     SELECT id FROM agent_memory.memory_items
-    WHERE decay_rank < ln(%(purge_below)s) + %(day)s * {LAMBDA}
+    WHERE {_FADED}
       AND (%(all_scopes)s OR {SCOPE_MATCH})
-    ORDER BY decay_rank
+    ORDER BY expires_day
     LIMIT %(batch)s
     FOR UPDATE SKIP LOCKED
 )
@@ -106,7 +131,7 @@ DELETE FROM agent_memory.memory_items m USING doomed WHERE m.id = doomed.id
 # the threshold)
 FADED = f"""
 SELECT count(*) FROM agent_memory.memory_items
-WHERE decay_rank < ln(%(purge_below)s) + %(day)s * {LAMBDA}
+WHERE {_FADED}
   AND scope_key IN (SELECT agent_memory.scope_key(u, a, w)
                     FROM unnest(%(users)s::text[], %(agents)s::text[], %(workflows)s::text[])
                          AS s(u, a, w))
@@ -129,7 +154,7 @@ def top_params(scope: Scope, min_importance: float, limit: int, on: date) -> dic
     return {
         **scope.as_dict(),
         "day": day_index(on),
-        "min_importance": max(min_importance, MIN_IMPORTANCE),
+        "min_importance": importance_floor(min_importance),
         "limit": limit,
     }
 
@@ -149,6 +174,14 @@ async def top(
     return [(int(r[0]), str(r[1]), float(r[2])) for r in await cur.fetchall()]
 
 
+async def known(
+    conn: psycopg.AsyncConnection[Any], scope: Scope, limit: int, on: date
+) -> list[tuple[int, str, float, FactKind]]:
+    """:func:`top` of every current fact (importance above the floor), with its kind."""
+    cur = await conn.execute(KNOWN, top_params(scope, MIN_IMPORTANCE, limit, on))
+    return [(int(r[0]), str(r[1]), float(r[2]), r[3]) for r in await cur.fetchall()]
+
+
 async def items(
     conn: psycopg.AsyncConnection[Any],
     scope: Scope,
@@ -162,6 +195,32 @@ async def items(
         params = {**scope.as_dict(), "day": day_index(on), "limit": limit, "history": history}
         await cur.execute(ITEMS, params)
         return [MemoryItem.model_validate(row) for row in await cur.fetchall()]
+
+
+def upsert_params(
+    scope: Scope,
+    fact: Fact,
+    at: datetime,
+    job_id: int | None,
+    *,
+    boost: float = 0.05,
+    mentions: int = 1,
+    growth: float = 2.0,
+) -> dict[str, Any]:
+    """The parameters of :data:`UPSERT` for one fact (see :func:`upsert`)."""
+    return {
+        **scope.as_dict(),
+        "content": fact.content,
+        "content_hash": content_hash(fact.content),
+        "importance": max(fact.importance, MIN_IMPORTANCE),
+        "kind": fact.kind,
+        "at": at,
+        "job_id": job_id,
+        "boost": boost,
+        "mentions": mentions,
+        "growth": growth,
+        "max_half_life": MAX_HALF_LIFE,
+    }
 
 
 @dataclass
@@ -179,25 +238,23 @@ async def upsert(
     job_id: int | None,
     sources: Sequence[int] = (),
     boost: float = 0.05,
+    *,
+    mentions: int = 1,
+    growth: float = 2.0,
 ) -> UpsertResult:
     """Insert new facts and reinforce known ones (reviving superseded ones said again).
 
     ``sources`` are the ids of the episodes the facts came from (provenance); ``boost`` is
-    added to a reinforced fact's importance (capped at 1).
+    added to a reinforced fact's importance (capped at 1). ``mentions``: how many conversations
+    said these facts; each one past the first multiplies the half-life by ``growth``.
     """
     result = UpsertResult()
     if not facts:
         return result
+    if mentions < 1:
+        raise ValueError(f"mentions must be at least 1, got {mentions!r}")
     params = [
-        {
-            **scope.as_dict(),
-            "content": fact.content,
-            "content_hash": content_hash(fact.content),
-            "importance": max(fact.importance, MIN_IMPORTANCE),
-            "at": at,
-            "job_id": job_id,
-            "boost": boost,
-        }
+        upsert_params(scope, fact, at, job_id, boost=boost, mentions=mentions, growth=growth)
         for fact in _dedupe(facts)
     ]
     async with conn.cursor() as cur:
@@ -254,11 +311,7 @@ async def get(conn: psycopg.AsyncConnection[Any], fact_id: int, on: date) -> Mem
     """One fact by id, with its current importance."""
     async with conn.cursor(row_factory=dict_row) as cur:
         await cur.execute(
-            f"""SELECT id, user_id, agent_id, workflow_id, content,
-                       {importance_on()} AS importance,
-                       importance AS base_importance, importance_at, created_at, updated_at,
-                       superseded_at, superseded_by
-                FROM agent_memory.memory_items WHERE id = %(id)s""",
+            f"SELECT {_ITEM} FROM agent_memory.memory_items WHERE id = %(id)s",
             {"id": fact_id, "day": day_index(on)},
         )
         row = await cur.fetchone()
@@ -298,6 +351,7 @@ async def count_faded(
             "workflows": [s.workflow_id for s in scopes],
             "purge_below": purge_below,
             "day": day_index(on),
+            "max_half_life": MAX_HALF_LIFE,
         },
     )
     row = await cur.fetchone()
@@ -321,6 +375,7 @@ async def purge(
         "purge_below": purge_below,
         "day": day_index(on),
         "batch": batch,
+        "max_half_life": MAX_HALF_LIFE,
     }
     total = 0
     while True:
@@ -331,30 +386,67 @@ async def purge(
             return total
 
 
-async def policy_factor(conn: psycopg.AsyncConnection[Any]) -> float | None:
-    cur = await conn.execute("SELECT factor FROM agent_memory.decay_policy")
+POLICY = "SELECT half_lives, purge_below FROM agent_memory.decay_policy"
+
+
+async def policy(conn: psycopg.AsyncConnection[Any]) -> DecayPolicy | None:
+    """The decay policy the stored expiry days were computed with."""
+    cur = await conn.execute(POLICY)
     row = await cur.fetchone()
-    return float(row[0]) if row else None
+    return DecayPolicy(half_lives=dict(row[0]), purge_below=float(row[1])) if row else None
 
 
-async def rebase(conn: psycopg.AsyncConnection[Any], factor: float, on: date) -> int:
-    """Switch to a new decay factor: every fact keeps its importance as of ``on``.
+# A kind's half-life changes from h to h * r: each fact of the kind keeps its importance on the
+# day and fades at the new rate from there (its distance to its expiry scales by r too).
+_REKIND = f"""
+UPDATE agent_memory.memory_items
+SET importance = {importance_on()},
+    importance_at = (%(on)s::date)::timestamp AT TIME ZONE 'UTC',
+    half_life = least(%(max_half_life)s, half_life * %(ratio)s),
+    expires_day = %(day)s + (expires_day - %(day)s)
+                  * least(%(max_half_life)s, half_life * %(ratio)s) / half_life
+WHERE kind = %(kind)s
+"""
 
-    Rewrites every row once (only when the configured factor changes).
-    """
+# The threshold changes from T to T': importance is the same every day, the expiry moves.
+_RETHRESHOLD = f"""
+UPDATE agent_memory.memory_items
+SET expires_day = expires_day + half_life * (ln({THRESHOLD}) - ln(%(purge_below)s)) / ln(2)
+"""
+
+
+async def sync_policy(conn: psycopg.AsyncConnection[Any], wanted: DecayPolicy, on: date) -> int:
+    """Switch to ``wanted`` half-lives and threshold: every fact keeps its importance as of
+    ``on``. Returns the rows rewritten (only facts of a kind whose half-life changed, or all
+    of them when the threshold did; none when nothing changed)."""
     day = day_index(on)
+    rewritten = 0
     async with conn.transaction():
-        await conn.execute("SELECT factor FROM agent_memory.decay_policy FOR UPDATE")
-        cur = await conn.execute(
-            f"""
-            UPDATE agent_memory.memory_items
-            SET importance = {importance_on()},
-                importance_at = (%(on)s::date)::timestamp AT TIME ZONE 'UTC',
-                decay_rank = decay_rank - %(day)s * {LAMBDA} + %(day)s * -ln(%(factor)s)
-            """,
-            {"day": day, "on": on, "factor": factor},
-        )
+        cur = await conn.execute(POLICY + " FOR UPDATE")
+        row = await cur.fetchone()
+        if row is None:
+            raise LookupError("agent_memory.decay_policy has no row: run the migrations")
+        stored: dict[str, float] = dict(row[0])
+        for kind, days in wanted.half_lives.items():
+            old = stored.get(kind)
+            if old is not None and abs(old - days) > 1e-9 * days:
+                cur = await conn.execute(
+                    _REKIND,
+                    {
+                        "kind": kind,
+                        "ratio": days / old,
+                        "day": day,
+                        "on": on,
+                        "max_half_life": MAX_HALF_LIFE,
+                    },
+                )
+                rewritten += cur.rowcount
+        if abs(float(row[1]) - wanted.purge_below) > 1e-12:
+            cur = await conn.execute(_RETHRESHOLD, {"purge_below": wanted.purge_below})
+            rewritten = max(rewritten, cur.rowcount)
         await conn.execute(
-            "UPDATE agent_memory.decay_policy SET factor = %s, updated_at = now()", (factor,)
+            "UPDATE agent_memory.decay_policy SET half_lives = half_lives || %(half_lives)s::jsonb,"
+            " purge_below = %(purge_below)s, factor = %(factor)s, updated_at = now()",
+            policy_params(wanted),
         )
-    return cur.rowcount
+    return rewritten

@@ -7,6 +7,8 @@ Every statement is written to be safe to re-run as well.
 
 from __future__ import annotations
 
+import json
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +16,7 @@ from typing import Any
 
 import psycopg
 
+from agent_memory.decay import DecayPolicy
 from agent_memory.errors import MigrationError
 
 _NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
@@ -104,14 +107,33 @@ def current_version(conn: psycopg.Connection[Any]) -> int:
     return int(row[0]) if row else 0
 
 
-def ensure_decay_policy(conn: psycopg.Connection[Any], factor: float) -> None:
-    """Record the decay factor on first setup (a later change is applied by the decay flow).
+def ensure_decay_policy(conn: psycopg.Connection[Any], policy: DecayPolicy) -> None:
+    """Record the decay policy on first setup, and the half-life of any kind the stored one
+    lacks (a later change is applied by the decay flow, which rescales the facts).
 
-    Written so it never waits on the row: a decay run rebasing to a new factor holds it.
+    Written so it never waits on the row when there is nothing to add: a decay run changing
+    the policy holds it.
     """
     conn.execute(
-        "INSERT INTO agent_memory.decay_policy (id, factor) SELECT true, %s"
+        "INSERT INTO agent_memory.decay_policy (id, factor, purge_below, half_lives)"
+        " SELECT true, %(factor)s, %(purge_below)s, %(half_lives)s::jsonb"
         " WHERE NOT EXISTS (SELECT 1 FROM agent_memory.decay_policy)"
         " ON CONFLICT DO NOTHING",
-        (factor,),
+        policy_params(policy),
     )
+    conn.execute(
+        "UPDATE agent_memory.decay_policy SET half_lives = %(half_lives)s::jsonb || half_lives"
+        " WHERE NOT half_lives ?& %(kinds)s",
+        policy_params(policy),
+    )
+
+
+def policy_params(policy: DecayPolicy) -> dict[str, Any]:
+    general = policy.half_lives["general"]
+    return {
+        # the daily factor of kind general, kept for the decay_runs log
+        "factor": math.exp(-math.log(2) / general),
+        "purge_below": policy.purge_below,
+        "half_lives": json.dumps(policy.half_lives),
+        "kinds": list(policy.half_lives),
+    }

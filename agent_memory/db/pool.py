@@ -11,17 +11,18 @@ from psycopg_pool import AsyncConnectionPool
 
 from agent_memory.db.connection import Database, resolve
 from agent_memory.db.migrations import ensure_decay_policy, migrate
+from agent_memory.decay import DecayPolicy
 from agent_memory.errors import DatabaseUnavailableError
 from agent_memory.redact import redact
-from agent_memory.settings import Settings
+from agent_memory.settings import MemorySettings, Settings
 
 
-def setup_schema(database: Database, decay_factor: float) -> list[str]:
+def setup_schema(database: Database, memory: MemorySettings) -> list[str]:
     """Apply pending migrations and record the decay policy; returns migrations applied."""
     try:
         with database.connect(autocommit=True) as conn:
             applied = migrate(conn)
-            ensure_decay_policy(conn, decay_factor)
+            ensure_decay_policy(conn, DecayPolicy.of(memory))
     except psycopg.OperationalError as exc:
         raise DatabaseUnavailableError(
             f"cannot reach the database at {database.display}: {redact(str(exc))}"
@@ -36,7 +37,7 @@ async def open_pool(
     """An open async pool on the configured database (schema brought up to date first)."""
     database = resolve(settings.db)
     if setup:
-        await asyncio.to_thread(setup_schema, database, settings.memory.decay_factor)
+        await asyncio.to_thread(setup_schema, database, settings.memory)
     pool = database.async_pool(max_size=max_size)
     await pool.open(wait=True, timeout=settings.db.connect_timeout)
     try:

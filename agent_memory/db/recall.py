@@ -43,8 +43,8 @@ from psycopg import sql
 from psycopg.rows import dict_row
 
 from agent_memory.db.embeddings import AnnIndex, vector_text
-from agent_memory.db.fragments import LAMBDA, SCOPE_MATCH, importance_on
-from agent_memory.decay import MIN_IMPORTANCE, day_index
+from agent_memory.db.fragments import SCOPE_MATCH, importance_on
+from agent_memory.decay import day_index, importance_floor
 from agent_memory.models import Episode, HistoryEntry, Scope
 from agent_memory.settings import MemorySettings
 
@@ -57,7 +57,7 @@ _QUERY = """(SELECT regexp_replace(plainto_tsquery('english', %(text)s)::text,
                                   ' (&|<->|<[0-9]+>) ', ' | ', 'g')::tsquery AS q)"""
 
 _CURRENT = f"""{SCOPE_MATCH} AND m.superseded_at IS NULL
-      AND m.decay_rank >= ln(%(min_importance)s) + %(day)s * {LAMBDA}"""
+      AND {importance_on("m.expires_day", "%(day)s", "m.half_life")} >= %(min_importance)s"""
 
 
 def text_hits(table: str, where: str, tie: str) -> str:
@@ -174,7 +174,7 @@ FUSED = """fused AS (
     GROUP BY id
 )"""
 
-_TEXT_HITS = text_hits("agent_memory.memory_items", _CURRENT, "decay_rank")
+_TEXT_HITS = text_hits("agent_memory.memory_items", _CURRENT, "expires_day")
 _VECTOR_HITS = vector_hits(
     "agent_memory.memory_items", "agent_memory.fact_embeddings", "fact_id", _CURRENT
 )
@@ -186,7 +186,7 @@ WITH query AS MATERIALIZED {_QUERY},
 top AS (
     SELECT m.id FROM agent_memory.memory_items m
     WHERE {_CURRENT}
-    ORDER BY m.decay_rank DESC LIMIT %(candidates)s
+    ORDER BY m.expires_day DESC LIMIT %(candidates)s
 ),
 {FUSED},
 candidates AS (
@@ -195,8 +195,8 @@ candidates AS (
     SELECT id, 0 FROM top WHERE id NOT IN (SELECT id FROM fused WHERE relevance > 0)
 ),
 scored AS (
-    SELECT m.id, m.content, m.decay_rank, c.relevance,
-           {importance_on("m.decay_rank")} AS importance,
+    SELECT m.id, m.content, m.expires_day, c.relevance,
+           {importance_on("m.expires_day", "%(day)s", "m.half_life")} AS importance,
            exp(greatest(-ln(2) * greatest(%(day)s - agent_memory.day_index(m.importance_at), 0)
                         / %(half_life)s::float8, -700)) AS recency
     FROM candidates c JOIN agent_memory.memory_items m ON m.id = c.id
@@ -211,7 +211,7 @@ SELECT id, content, importance,
             WHEN %(text)s::text IS NULL AND %(vector)s::text IS NULL THEN prior
             ELSE 0 END AS score
 FROM priored
-ORDER BY relevance > 0 DESC, score DESC, prior DESC, decay_rank DESC, id
+ORDER BY relevance > 0 DESC, score DESC, prior DESC, expires_day DESC, id
 LIMIT %(limit)s
 """
 
@@ -289,7 +289,7 @@ def ranked_params(
         "vector": None,
         "model": None,
         "day": day_index(on),
-        "min_importance": max(min_importance, MIN_IMPORTANCE),
+        "min_importance": importance_floor(min_importance),
         "limit": limit,
         "candidates": candidates,
         "w_importance": priors[0],
@@ -400,14 +400,14 @@ def ranked_sync(
 
 # Restart the decay clock of facts just used: each is as important today as when it was last
 # mentioned. At most once a day per fact (decay moves in whole days), so a busy agent does not
-# rewrite the same rows on every turn.
+# rewrite the same rows on every turn. Use is not a mention: the half-life stays as it is.
 #
 # It is best effort and never waits on the hot path: rows another transaction holds (a
-# consolidation writing the scope) are skipped, and so is everything while the decay factor is
-# being changed (a rebase holds the policy row), so the rank is never computed with a stale one.
+# consolidation writing the scope) are skipped, and so is everything while the decay policy is
+# being changed (the decay flow holds its row), so the expiry is never computed with a stale one.
 REFRESH = f"""
 WITH policy AS (
-    SELECT -ln(factor) AS lam FROM agent_memory.decay_policy FOR SHARE SKIP LOCKED
+    SELECT purge_below FROM agent_memory.decay_policy FOR SHARE SKIP LOCKED
 ),
 used AS (
     SELECT m.id FROM agent_memory.memory_items m
@@ -419,7 +419,8 @@ used AS (
 )
 UPDATE agent_memory.memory_items m
 SET importance_at = %(at)s,
-    decay_rank = ln(m.importance) + agent_memory.day_index(%(at)s) * policy.lam
+    expires_day = agent_memory.expiry(m.importance, agent_memory.day_index(%(at)s), m.half_life,
+                                      policy.purge_below)
 FROM used, policy
 WHERE m.id = used.id
 """

@@ -15,49 +15,62 @@ from collections.abc import Sequence
 from agent_memory.extraction.base import Extraction, Usage
 from agent_memory.extraction.parse import MAX_FACT_CHARS
 from agent_memory.messages import role_and_text
-from agent_memory.models import Episode, Fact, KnownFact, Operation
+from agent_memory.models import Episode, Fact, FactKind, KnownFact, Operation
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+|;\s*|,?\s+and\s+(?=(?:I|we|my|our)\b)", re.I)
 _GREETING = re.compile(r"^(?:hi|hello|hey|thanks|thank you|ok|okay)\b[\s!,.]*", re.I)
 
-# (pattern, template, importance). Templates use the named groups; order matters.
-_RULES: list[tuple[re.Pattern[str], str, float]] = [
-    (re.compile(r"^(?:I'?m|I am) (?P<x>(?:an?|the) .+)$", re.I), "User is {x}", 0.9),
-    (re.compile(r"^(?:I|we) (?:prefer|like|love|enjoy) (?P<x>.+)$", re.I), "User prefers {x}", 0.8),
+# (pattern, template, importance, kind). Templates use the named groups; order matters. The
+# kind is what such a statement usually is; _kind_of corrects it by what the sentence says.
+_RULES: list[tuple[re.Pattern[str], str, float, FactKind]] = [
+    (re.compile(r"^(?:I'?m|I am) (?P<x>(?:an?|the) .+)$", re.I), "User is {x}", 0.9, "identity"),
+    (
+        re.compile(r"^(?:I|we) (?:prefer|like|love|enjoy) (?P<x>.+)$", re.I),
+        "User prefers {x}",
+        0.8,
+        "preference",
+    ),
     (
         re.compile(r"^(?:I|we) (?:hate|dislike|don'?t like|avoid) (?P<x>.+)$", re.I),
         "User dislikes {x}",
         0.75,
+        "preference",
     ),
     (
         re.compile(r"^(?:I'?m|we'?re|I am|we are) (?:using|running|on) (?P<x>.+)$", re.I),
         "User uses {x}",
         0.75,
+        "situation",
     ),
     (
         re.compile(r"^(?:I|we) (?:use|run|deploy on|work with) (?P<x>.+)$", re.I),
         "User uses {x}",
         0.75,
+        "situation",
     ),
     (
         re.compile(r"^(?:I|we) (?:work|am working|are working) (?P<x>(?:at|for|on|in) .+)$", re.I),
         "User works {x}",
         0.8,
+        "identity",
     ),
     (
         re.compile(r"^(?:I'?m|I am|we'?re|we are) working (?P<x>(?:at|for|on|in) .+)$", re.I),
         "User is working {x}",
         0.8,
+        "situation",
     ),
     (
         re.compile(r"^(?:I'?m|I am) (?P<x>(?:based|located|from|living) .+)$", re.I),
         "User is {x}",
         0.6,
+        "identity",
     ),
     (
         re.compile(r"^(?:my|our) (?P<k>[\w\s-]{1,40}?) (?P<v>is|are) (?P<x>.+)$", re.I),
         "User's {k} {v} {x}",
         0.7,
+        "identity",
     ),
     (
         re.compile(
@@ -67,16 +80,29 @@ _RULES: list[tuple[re.Pattern[str], str, float]] = [
         ),
         "User reported that their {x}",
         0.7,
+        "situation",
     ),
     (
         re.compile(r"^(?:please )?(?:always )?(?P<x>(?:send|email|reply|contact|call) .+)$", re.I),
         "User asked: {x}",
         0.6,
+        "preference",
+    ),
+    (
+        re.compile(
+            r"^(?:I|we) (?:just )?(?P<v>went|visited|attended|saw|met|finished|adopted|bought|"
+            r"ran|won|graduated|celebrated) (?P<x>.+)$",
+            re.I,
+        ),
+        "User {v} {x}",
+        0.6,
+        "event",
     ),
     (
         re.compile(r"^(?:I|we) (?:need|want|plan|am planning|are planning) to (?P<x>.+)$", re.I),
         "User wants to {x}",
         0.6,
+        "plan",
     ),
 ]
 
@@ -102,6 +128,33 @@ _DEICTIC = re.compile(r"^(?:it|this|that|these|those|them|there)\b", re.I)
 _INTERJECTION = re.compile(r"(?:[\s,]+(?:lol|haha+|hehe+|xd|lmao|:\)|:d))+$", re.I)
 
 
+# Words that date a statement: an appointment or intention ahead, or something that happened.
+_AHEAD = re.compile(
+    r"\b(?:tomorrow|tonight|next (?:week|month|year|weekend|\w+day)|this (?:weekend|evening|"
+    r"afternoon|coming)|on (?:mon|tues|wednes|thurs|fri|satur|sun)day|in (?:a|two|three|\d+) "
+    r"(?:days?|weeks?|months?)|appointment|going to|upcoming|planning|plan to)\b",
+    re.I,
+)
+_PAST = re.compile(
+    r"\b(?:yesterday|last (?:week|month|year|weekend|night|\w+day)|ago|just (?:got|came|went|"
+    r"finished|started|had)|earlier today|this morning|went|visited|attended|finished|had a)\b",
+    re.I,
+)
+# Preferences said as "I'm a fan of", "I'm into": not who the user is, what they like.
+_TASTE = re.compile(r"\b(?:fan of|into|keen on|fond of|crazy about|obsessed with)\b", re.I)
+
+
+def _kind_of(kind: FactKind, sentence: str) -> FactKind:
+    """The kind of a fact from a rule of ``kind``, corrected by the words of its sentence."""
+    if _AHEAD.search(sentence):
+        return "plan"
+    if _PAST.search(sentence):
+        return "event"
+    if kind == "identity" and _TASTE.search(sentence):
+        return "preference"
+    return kind
+
+
 def _third_person(text: str) -> str:
     for pattern, replacement in _PRONOUNS:
         text = pattern.sub(replacement, text)
@@ -116,7 +169,7 @@ def facts_from_text(text: str) -> list[Fact]:
         sentence = _INTERJECTION.sub("", sentence).rstrip(".!?").strip()
         if len(sentence) < 6 or sentence.endswith("?"):
             continue
-        for pattern, template, importance in _RULES:
+        for pattern, template, importance, kind in _RULES:
             match = pattern.match(sentence)
             if match and _SECOND_PERSON.search(sentence):
                 break  # about the other party as much as the user: not a fact about the user
@@ -128,7 +181,11 @@ def facts_from_text(text: str) -> list[Fact]:
                 if len(content) > MAX_FACT_CHARS:  # a fact is a sentence, not a transcript
                     content = content[: MAX_FACT_CHARS - 4].rstrip() + "..."
                 facts.append(
-                    Fact(content=content[0].upper() + content[1:] + ".", importance=importance)
+                    Fact(
+                        content=content[0].upper() + content[1:] + ".",
+                        importance=importance,
+                        kind=_kind_of(kind, sentence),
+                    )
                 )
                 break
     return facts
@@ -173,11 +230,19 @@ def operations_from_text(text: str, known: Sequence[KnownFact] = ()) -> list[Ope
                 updated = re.sub(re.escape(old), new, k.content, flags=re.I)
                 ops.append(
                     Operation(
-                        op="update", target=k.fact_id, content=updated, importance=k.importance
+                        op="update",
+                        target=k.fact_id,
+                        content=updated,
+                        importance=k.importance,
+                        kind=k.kind,
                     )
                 )
             if not targets:
-                ops.append(Operation(op="add", content=f"User uses {new}.", importance=0.75))
+                ops.append(
+                    Operation(
+                        op="add", content=f"User uses {new}.", importance=0.75, kind="situation"
+                    )
+                )
             continue
         stopped = _STOPPED.match(sentence)
         if stopped and _mentioning(known, stopped["x"]):
@@ -199,10 +264,15 @@ def operations_from_text(text: str, known: Sequence[KnownFact] = ()) -> list[Ope
                         target=same[0].fact_id,
                         content=fact.content,
                         importance=fact.importance,
+                        kind=fact.kind,
                     )
                 )
             else:
-                ops.append(Operation(op="add", content=fact.content, importance=fact.importance))
+                ops.append(
+                    Operation(
+                        op="add", content=fact.content, importance=fact.importance, kind=fact.kind
+                    )
+                )
     return ops
 
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any, Literal, cast
 
 from agent_memory.errors import ExtractionError
-from agent_memory.models import Fact, KnownFact, Operation
+from agent_memory.models import FACT_KINDS, Fact, FactKind, KnownFact, Operation
 
 MAX_FACT_CHARS = 1000
 MAX_FACTS = 200
@@ -199,6 +199,44 @@ def _summary(
 
 
 _SOURCE_KEYS = ("episode", "episodes", "source", "sources", "from")
+_KIND_KEYS = ("kind", "type", "category")
+# what models answer for a kind besides its own name
+_KIND_WORDS: dict[str, FactKind] = {
+    **{k: k for k in FACT_KINDS},
+    "identities": "identity",
+    "personal": "identity",
+    "profile": "identity",
+    "biography": "identity",
+    "preferences": "preference",
+    "like": "preference",
+    "taste": "preference",
+    "state": "situation",
+    "status": "situation",
+    "ongoing": "situation",
+    "situations": "situation",
+    "events": "event",
+    "experience": "event",
+    "plans": "plan",
+    "appointment": "plan",
+    "intention": "plan",
+    "goal": "plan",
+    "fact": "general",
+    "other": "general",
+}
+
+
+def _kind(item: dict[str, Any], index: int, default: FactKind, repairs: list[str]) -> FactKind:
+    """The kind a fact is given; ``default`` (general, or an updated fact's own) when none is,
+    or one this project does not know."""
+    key = next((k for k in _KIND_KEYS if k in item), None)
+    if key is None:
+        return default
+    raw = item[key]
+    kind = _KIND_WORDS.get(str(raw).strip().lower()) if isinstance(raw, str) else None
+    if kind is None:
+        repairs.append(f"fact {index}: kind {raw!r} is not one of {', '.join(FACT_KINDS)}")
+        return default
+    return kind
 
 
 def _sources(
@@ -302,6 +340,7 @@ def parse_operations(
                 importance=importance,
                 target=target.fact_id if target else None,
                 sources=_sources(item, index, episodes, repairs),
+                kind=_kind(item, index, target.kind if target else "general", repairs),
             )
         )
     writes = [o for o in ops if o.op in ("add", "update")]

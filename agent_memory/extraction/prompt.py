@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from agent_memory.messages import role_and_text
-from agent_memory.models import Episode, KnownFact
+from agent_memory.models import FACT_KINDS, Episode, KnownFact
 
-PROMPT_VERSION = "facts-ops-v4"
+PROMPT_VERSION = "facts-ops-v5"
 
 SYSTEM_PROMPT = """\
 You maintain the long-term memory of an AI assistant. You read the facts memory already holds
@@ -19,14 +19,19 @@ Keep only facts that will be useful later: the user's preferences, their environ
 tools, problems they ran into, decisions that were made, and domain knowledge specific to them.
 Each fact must be self-contained: one sentence that makes sense without the conversation,
 naming the user as "User" (for example "User runs SAP S/4HANA Cloud 2023.").
-Give each fact an importance between 0.0 (trivial) and 1.0 (essential).
+Give each fact an importance between 0.0 (trivial) and 1.0 (essential), and a kind, which
+sets how long memory keeps it: "identity" (who the user is: name, family, home, work, diet,
+health), "preference" (likes, dislikes, ways of working), "situation" (an ongoing state: a
+project, a job search, training for a race), "event" (something that happened), "plan" (an
+appointment or an intention), or "general" (none of these).
 
 Answer with a JSON array of operations (under "operations" when the answer has a schema), no
 prose and no code fences:
-- {"op": "add", "content": "User ...", "importance": 0.8, "episode": 2} for a new fact (a
-  fact memory already holds, said again, may be added again: it is reinforced, not copied);
-- {"op": "update", "id": 3, "content": "User ...", "importance": 0.8, "episode": 1} when the
-  conversation changes or refines known fact [3];
+- {"op": "add", "content": "User ...", "importance": 0.8, "kind": "preference", "episode": 2}
+  for a new fact (a fact memory already holds, said again, may be added again: it is
+  reinforced, not copied);
+- {"op": "update", "id": 3, "content": "User ...", "importance": 0.8, "kind": "situation",
+  "episode": 1} when the conversation changes or refines known fact [3];
 - {"op": "delete", "id": 5} when the conversation shows known fact [5] is no longer true;
 - {"op": "summary", "episode": 1, "summary": "User asked ..."} for each episode when asked
   to: one sentence saying what that conversation was about, for the user's history.
@@ -61,10 +66,19 @@ OPERATIONS_FORMAT = {
                             "id": _NULLABLE_INT,
                             "content": {"type": ["string", "null"]},
                             "importance": {"type": ["number", "null"]},
+                            "kind": {"type": ["string", "null"], "enum": [*FACT_KINDS, None]},
                             "episode": _NULLABLE_INT,
                             "summary": {"type": ["string", "null"]},
                         },
-                        "required": ["op", "id", "content", "importance", "episode", "summary"],
+                        "required": [
+                            "op",
+                            "id",
+                            "content",
+                            "importance",
+                            "kind",
+                            "episode",
+                            "summary",
+                        ],
                         "additionalProperties": False,
                     },
                 }
@@ -79,7 +93,7 @@ OPERATIONS_FORMAT = {
 def format_known(known: Sequence[KnownFact]) -> str:
     if not known:
         return "Known facts: none yet."
-    lines = [f"[{k.number}] {k.content} (importance {k.importance:.2f})" for k in known]
+    lines = [f"[{k.number}] {k.content} ({k.kind}, importance {k.importance:.2f})" for k in known]
     return "Known facts:\n" + "\n".join(lines)
 
 
