@@ -143,6 +143,13 @@ class ScopeBatch:
             return max(e.occurred_at for e in chosen)
         return max(max(e.occurred_at, e.created_at) for e in chosen)
 
+    def said_at(self, numbers: Iterable[int], *, last: bool = False) -> datetime:
+        """When these episodes (1-based numbers; none: the whole batch) were said: the first
+        of them, or with ``last`` the last. The conversations' own times, whatever the decay
+        clock: what a fact's dates record."""
+        chosen = [self.episodes[n - 1] for n in numbers] or self.episodes
+        return (max if last else min)(e.occurred_at for e in chosen)
+
 
 @dataclass
 class ScopeResult:
@@ -521,18 +528,25 @@ async def _apply(
             boost=reinforce.boost,
             mentions=mentions,
             growth=reinforce.growth,
+            valid_from=batch.said_at(numbers),
         )
         written.created += group.created
         written.reinforced += group.reinforced
         written.ids.update(group.ids)
     applied = Applied(created=written.created, reinforced=written.reinforced)
     for op in ops:
-        if op.op == "add" or op.target is None:
+        target = op.target
+        if target is None and op.replaces is not None:  # a fact of this batch, written above
+            target = written.ids.get(fact_repo.content_hash(op.replaces))
+        if op.op not in ("update", "delete") or target is None:
             continue
         by = written.ids.get(fact_repo.content_hash(op.content)) if op.content else None
-        if by == op.target:  # "updated" to the same fact: a reinforcement, nothing to supersede
+        if by == target:  # "updated" to the same fact: a reinforcement, nothing to supersede
             continue
-        if await fact_repo.supersede(conn, batch.scope, op.target, by, batch.job_id):
+        # it stopped being true when the conversation that changed it was had
+        named = [n for n in op.sources if n <= len(batch.episodes)]
+        until = batch.said_at(named, last=True)
+        if await fact_repo.supersede(conn, batch.scope, target, by, batch.job_id, until):
             if op.op == "update":
                 applied.updated += 1
             else:

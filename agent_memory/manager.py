@@ -46,6 +46,7 @@ from agent_memory.graph.nodes import latest_messages, latest_user_text, scope_fr
 from agent_memory.messages import clean_text, serialize_messages
 from agent_memory.models import (
     Episode,
+    FactKind,
     HistoryEntry,
     MemoryItem,
     Scope,
@@ -69,6 +70,23 @@ _ANN_KNOWN_MAX = 100_000
 _SNIPPET_CANDIDATES = 50
 _SNIPPET_MAX_CHARS = 400
 _CHARS_PER_TOKEN = 4
+
+
+# A question about time or change, for which the facts' dates are worth their tokens.
+_ABOUT_TIME = re.compile(
+    r"\b(?:when|since|until|how long|what (?:year|month|day|date)|which (?:year|month|day)|"
+    r"dates?|ago|before|after|earlier|later|first|last|latest|recent(?:ly)?|previous(?:ly)?|"
+    r"still|any ?more|no longer|used to|now|nowadays|these days|current(?:ly)?|changed?|"
+    r"moved|switched|new)\b",
+    re.I,
+)
+
+
+def _date_phrase(kind: str, since: datetime) -> str:
+    """How a prompt says when a fact became true: an event happened on a day, a plan was
+    said on one, anything else holds since."""
+    day = since.astimezone(UTC).date().isoformat()
+    return {"event": f"on {day}", "plan": f"said on {day}"}.get(kind, f"since {day}")
 
 
 def _words(text: str) -> set[str]:
@@ -98,6 +116,7 @@ class _Recall:
     before: datetime  # history up to here
     params: dict[str, Any] = field(default_factory=dict)
     vector: list[float] | None = None
+    dated: bool = False  # the frame says since when each fact is true
 
     def by_text(self) -> dict[str, Any]:
         """The parameters of the same inject ranked by full text alone (the fallback when the
@@ -275,8 +294,11 @@ class MemoryManager:
         # "now" for an inject as of today; the start of the given day otherwise (tests, replays)
         at = datetime.now(UTC) if on is None else datetime.combine(on, time(), UTC)
         before = at if on is None else at + timedelta(days=1)
+        dated = m.inject_dates == "always" or (
+            m.inject_dates == "auto" and bool(query) and bool(_ABOUT_TIME.search(query or ""))
+        )
         if m.inject_ranking == "importance":
-            return _Recall("importance", day, at, before, {})
+            return _Recall("importance", day, at, before, {}, dated=dated)
         # a pasted document is not a question: its start says what it is about
         text = clean_text((query or "")[:MAX_QUERY_CHARS])
         params = recall_repo.ranked_params(
@@ -291,7 +313,7 @@ class MemoryManager:
         )
         params["question"] = params["text"]
         ranking: Literal["priors", "text"] = "text" if params["text"] else "priors"
-        return _Recall(ranking, day, at, before, params)
+        return _Recall(ranking, day, at, before, params, dated=dated)
 
     def _wants_vector(self, plan: _Recall) -> bool:
         return (
@@ -367,6 +389,7 @@ class MemoryManager:
         rows: recall_repo.Ranked,
         history: list[HistoryEntry],
         snippets: list[Snippet] | None = None,
+        dates: dict[int, tuple[FactKind, datetime]] | None = None,
     ) -> WorkingMemoryFrame:
         frame = WorkingMemoryFrame(
             user_id=scope.user_id,
@@ -381,6 +404,9 @@ class MemoryManager:
             else [],
             history=history,
             snippets=self._chosen_snippets(snippets or [], rows),
+            fact_dates=[_date_phrase(*dates[fact_id]) for fact_id, _, _, _ in rows]
+            if dates
+            else [],
         )
         frame.context = frame.render()
         return frame
@@ -427,7 +453,8 @@ class MemoryManager:
                 else []
             )
             snippets = await self._search(conn, scope, plan)
-        return self._frame(scope, plan, rows, history, snippets)
+            dates = await fact_repo.dates(conn, [r[0] for r in rows]) if plan.dated else None
+        return self._frame(scope, plan, rows, history, snippets, dates)
 
     def inject_sync(
         self, scope: Scope, *, query: str | None = None, on: date | None = None
@@ -463,7 +490,8 @@ class MemoryManager:
                 else []
             )
             snippets = self._search_sync(conn, scope, plan)
-        return self._frame(scope, plan, rows, history, snippets)
+            dates = fact_repo.dates_sync(conn, [r[0] for r in rows]) if plan.dated else None
+        return self._frame(scope, plan, rows, history, snippets, dates)
 
     def _ann_cached(
         self, kind: str, scope: Scope
@@ -677,13 +705,22 @@ class MemoryManager:
             return episode_repo.insert_sync(conn, scope, stored, metadata, occurred_at)
 
     async def facts(
-        self, scope: Scope, *, on: date | None = None, history: bool = False
+        self,
+        scope: Scope,
+        *,
+        on: date | None = None,
+        history: bool = False,
+        as_of: date | None = None,
     ) -> list[MemoryItem]:
         """A scope's current facts with their importance on ``on`` (today), most important
-        first; with ``history``, the facts that were superseded too."""
+        first; with ``history``, the facts that were superseded too; with ``as_of``, the facts
+        that were true at the end of that day (UTC: said by then and not yet superseded), their
+        importance on that day unless ``on`` says otherwise. Facts that decay has purged are
+        not remembered on any day."""
         pool = await self._apool()
+        day = on or as_of or decay_math.today()
         async with pool.connection() as conn:
-            return await fact_repo.items(conn, scope, on or decay_math.today(), history=history)
+            return await fact_repo.items(conn, scope, day, history=history, as_of=as_of)
 
     # ---- the nodes -----------------------------------------------------------------------
 

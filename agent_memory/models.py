@@ -147,6 +147,9 @@ class Operation(BaseModel):
     episode: int | None = Field(default=None, ge=1)
     sources: list[Annotated[int, Field(ge=1)]] = Field(default_factory=list)
     kind: FactKind = "general"
+    # an update or delete of a fact that an earlier episode of the same batch said (no id yet):
+    # that fact's content, as this answer adds it
+    replaces: str | None = None
 
     @property
     def fact(self) -> Fact:
@@ -183,6 +186,10 @@ class MemoryItem(BaseModel):
     kind: FactKind = "general"
     half_life: float | None = None  # days, grown by mentions
     mentions: int = 1  # independent conversations that said it
+    # when it became true as far as memory knows (its earliest conversation), and when a later
+    # conversation superseded it (None: still true)
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
 
 
 class Episode(BaseModel):
@@ -277,6 +284,9 @@ class WorkingMemoryFrame(BaseModel):
     # the question by full text, by meaning, or both fused ("hybrid")
     ranking: Literal["importance", "priors", "text", "vector", "hybrid"] = "importance"
     scores: list[float] = Field(default_factory=list)  # the ranking's score (not importance)
+    # when each fact became true, as said in the prompt ("since 2026-05-20"; events "on ...");
+    # empty when dates are not given (AGENT_MEMORY_INJECT_DATES)
+    fact_dates: list[str] = Field(default_factory=list)
     history: list[HistoryEntry] = Field(default_factory=list)  # newest first
     # messages of past conversations relevant to the question (AGENT_MEMORY_INJECT_SNIPPETS_TOKENS)
     snippets: list[Snippet] = Field(default_factory=list)
@@ -286,8 +296,13 @@ class WorkingMemoryFrame(BaseModel):
         """The frame as text for a system prompt (empty when there is nothing to say)."""
         parts: list[str] = []
         if self.injected_facts:
+            dates = self.fact_dates or [""] * len(self.injected_facts)
             parts.append(
-                "What you know about the user:\n" + "\n".join(f"- {f}" for f in self.injected_facts)
+                "What you know about the user:\n"
+                + "\n".join(
+                    f"- {f} ({d})" if d else f"- {f}"
+                    for f, d in zip(self.injected_facts, dates, strict=True)
+                )
             )
         if self.snippets:
             parts.append(

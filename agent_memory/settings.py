@@ -218,6 +218,12 @@ class MemorySettings(BaseSettings):
         default=False,
         description="restart the decay clock of injected facts (at most once a day per fact)",
     )
+    inject_dates: Literal["auto", "always", "never"] = Field(
+        default="auto",
+        description="say since when each injected fact is true (its conversation's date): "
+        "auto, when the question is about time or change (when, since, still, now, ...); "
+        "always; never",
+    )
     inject_history: int = Field(
         default=0, ge=0, le=100, description="recent episode summaries to inject (0: none)"
     )

@@ -90,9 +90,10 @@ SEED_FILL = """
 INSERT INTO seed_items (id, user_id, agent_id, workflow_id, content, importance, memory_types,
                         created_at, updated_at)
 SELECT id, user_id, agent_id, workflow_id, content,
-       agent_memory.importance_on(expires_day, %(day)s, half_life, p.purge_below), memory_types,
-       created_at, updated_at
-FROM agent_memory.memory_items CROSS JOIN agent_memory.decay_policy AS p
+       agent_memory.importance_on(expires_day, %(day)s, half_life,
+                                  (SELECT purge_below FROM agent_memory.decay_policy)),
+       memory_types, created_at, updated_at
+FROM agent_memory.memory_items
 """
 # The seed's daily job, for all scopes (its "AND scope matches" left out), one statement each.
 SEED_UPDATE = """
@@ -105,8 +106,9 @@ SELECT n_dead_tup, n_tup_upd, n_tup_del, n_tup_hot_upd, n_live_tup
 FROM pg_stat_user_tables WHERE relid = %s::regclass
 """
 EXPIRED = f"""
-SELECT count(*) FROM {ITEMS} CROSS JOIN agent_memory.decay_policy AS p
-WHERE agent_memory.importance_on(expires_day, %(day)s, half_life, p.purge_below)
+SELECT count(*) FROM {ITEMS}
+WHERE agent_memory.importance_on(expires_day, %(day)s, half_life,
+                                 (SELECT purge_below FROM agent_memory.decay_policy))
       < %(purge_below)s
 """
 
@@ -404,15 +406,7 @@ def with_injector(
 
 
 def purge_plan(conn: psycopg.Connection[Any], on: date) -> list[str]:
-    params = {
-        "user_id": None,
-        "agent_id": None,
-        "workflow_id": None,
-        "all_scopes": True,
-        "purge_below": PURGE_BELOW,
-        "day": day_index(on),
-        "batch": BATCH,
-    }
+    params = fact_repo.purge_params(PURGE_BELOW, on, None, BATCH)
     with conn.transaction(force_rollback=True):
         rows = conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + fact_repo.PURGE_BATCH, params)
         return [r[0] for r in rows]

@@ -12,7 +12,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 import psycopg
@@ -42,12 +42,15 @@ KNOWN = _TOP.format(more=", kind")
 
 _ITEM = f"""id, user_id, agent_id, workflow_id, content, {importance_on()} AS importance,
        importance AS base_importance, importance_at, created_at, updated_at,
-       superseded_at, superseded_by, kind, half_life, mentions"""
+       superseded_at, superseded_by, kind, half_life, mentions, valid_from, valid_to"""
 
 ITEMS = f"""
 SELECT {_ITEM}
 FROM agent_memory.memory_items
-WHERE {SCOPE_MATCH} AND (%(history)s OR superseded_at IS NULL)
+WHERE {SCOPE_MATCH}
+  AND CASE WHEN %(as_of)s::timestamptz IS NULL THEN %(history)s OR superseded_at IS NULL
+           -- true at the end of that day: known by then, and not superseded by then
+           ELSE valid_from < %(as_of)s AND (valid_to IS NULL OR valid_to >= %(as_of)s) END
 ORDER BY expires_day DESC
 LIMIT %(limit)s
 """
@@ -72,10 +75,11 @@ _GROWN = """least(%(max_half_life)s,
 UPSERT = f"""
 INSERT INTO agent_memory.memory_items AS m
     (user_id, agent_id, workflow_id, content, content_hash, importance, importance_at,
-     kind, mentions, half_life, expires_day, source_job_id)
+     kind, mentions, half_life, expires_day, source_job_id, valid_from)
 VALUES (%(user_id)s, %(agent_id)s, %(workflow_id)s, %(content)s, %(content_hash)s,
         %(importance)s, %(at)s, %(kind)s, %(mentions)s, {_HALF_LIFE},
-        {expiry("%(importance)s", "agent_memory.day_index(%(at)s)", _HALF_LIFE)}, %(job_id)s)
+        {expiry("%(importance)s", "agent_memory.day_index(%(at)s)", _HALF_LIFE)}, %(job_id)s,
+        %(valid_from)s)
 ON CONFLICT (scope_key, content_hash) DO UPDATE SET
     -- the clock restarts at the latest mention; the importance there is the higher of the
     -- two mentions' (decayed to that day) plus the reinforcement boost
@@ -88,7 +92,10 @@ ON CONFLICT (scope_key, content_hash) DO UPDATE SET
     content       = EXCLUDED.content,
     source_job_id = EXCLUDED.source_job_id,
     updated_at    = now(),
-    -- said again after it was superseded: it is true again
+    -- true since its earliest mention; said again after it was superseded, true again from then
+    valid_from    = CASE WHEN m.superseded_at IS NULL THEN least(m.valid_from, EXCLUDED.valid_from)
+                         ELSE EXCLUDED.valid_from END,
+    valid_to      = NULL,
     superseded_at = NULL,
     superseded_by = NULL,
     superseded_by_job = NULL
@@ -99,7 +106,8 @@ RETURNING id, (xmax = 0) AS inserted, content_hash
 # but the scope check keeps even a wrong id from touching another scope).
 SUPERSEDE = f"""
 UPDATE agent_memory.memory_items
-SET superseded_at = now(), superseded_by = %(by)s, superseded_by_job = %(job_id)s
+SET superseded_at = now(), superseded_by = %(by)s, superseded_by_job = %(job_id)s,
+    valid_to = greatest(valid_from, coalesce(%(valid_to)s, now()))
 WHERE id = %(id)s AND {SCOPE_MATCH} AND superseded_at IS NULL
 """
 
@@ -189,10 +197,18 @@ async def items(
     limit: int = 1000,
     *,
     history: bool = False,
+    as_of: date | None = None,
 ) -> list[MemoryItem]:
-    """The scope's current facts (and superseded ones with ``history``), most important first."""
+    """The scope's current facts (and superseded ones with ``history``), most important first;
+    with ``as_of``, the facts that were true at the end of that day (UTC) instead."""
     async with conn.cursor(row_factory=dict_row) as cur:
-        params = {**scope.as_dict(), "day": day_index(on), "limit": limit, "history": history}
+        params = {
+            **scope.as_dict(),
+            "day": day_index(on),
+            "limit": limit,
+            "history": history,
+            "as_of": _day_end(as_of) if as_of else None,
+        }
         await cur.execute(ITEMS, params)
         return [MemoryItem.model_validate(row) for row in await cur.fetchall()]
 
@@ -206,6 +222,7 @@ def upsert_params(
     boost: float = 0.05,
     mentions: int = 1,
     growth: float = 2.0,
+    valid_from: datetime | None = None,
 ) -> dict[str, Any]:
     """The parameters of :data:`UPSERT` for one fact (see :func:`upsert`)."""
     return {
@@ -220,7 +237,30 @@ def upsert_params(
         "mentions": mentions,
         "growth": growth,
         "max_half_life": MAX_HALF_LIFE,
+        "valid_from": valid_from or at,
     }
+
+
+def _day_end(day: date) -> datetime:
+    return datetime.combine(day + timedelta(days=1), time(), tzinfo=UTC)
+
+
+# When the facts a frame injects became true, and their kinds (for how to say it).
+DATES = "SELECT id, kind, valid_from FROM agent_memory.memory_items WHERE id = ANY(%s)"
+
+
+def dates_sync(
+    conn: psycopg.Connection[Any], ids: Sequence[int]
+) -> dict[int, tuple[FactKind, datetime]]:
+    return {int(r[0]): (r[1], r[2]) for r in conn.execute(DATES, (list(ids),))}
+
+
+async def dates(
+    conn: psycopg.AsyncConnection[Any], ids: Sequence[int]
+) -> dict[int, tuple[FactKind, datetime]]:
+    """Each fact's kind and since when it is true."""
+    cur = await conn.execute(DATES, (list(ids),))
+    return {int(r[0]): (r[1], r[2]) for r in await cur.fetchall()}
 
 
 @dataclass
@@ -241,12 +281,14 @@ async def upsert(
     *,
     mentions: int = 1,
     growth: float = 2.0,
+    valid_from: datetime | None = None,
 ) -> UpsertResult:
     """Insert new facts and reinforce known ones (reviving superseded ones said again).
 
     ``sources`` are the ids of the episodes the facts came from (provenance); ``boost`` is
     added to a reinforced fact's importance (capped at 1). ``mentions``: how many conversations
     said these facts; each one past the first multiplies the half-life by ``growth``.
+    ``valid_from``: when they were said (the conversation's time; default ``at``).
     """
     result = UpsertResult()
     if not facts:
@@ -254,7 +296,16 @@ async def upsert(
     if mentions < 1:
         raise ValueError(f"mentions must be at least 1, got {mentions!r}")
     params = [
-        upsert_params(scope, fact, at, job_id, boost=boost, mentions=mentions, growth=growth)
+        upsert_params(
+            scope,
+            fact,
+            at,
+            job_id,
+            boost=boost,
+            mentions=mentions,
+            growth=growth,
+            valid_from=valid_from,
+        )
         for fact in _dedupe(facts)
     ]
     async with conn.cursor() as cur:
@@ -283,10 +334,13 @@ async def supersede(
     fact_id: int,
     by: int | None,
     job_id: int | None,
+    valid_to: datetime | None = None,
 ) -> bool:
-    """Mark a current fact superseded (by fact ``by``, or invalidated when None)."""
+    """Mark a current fact superseded (by fact ``by``, or invalidated when None); it stopped
+    being true at ``valid_to`` (the conversation that said so; default now)."""
     cur = await conn.execute(
-        SUPERSEDE, {**scope.as_dict(), "id": fact_id, "by": by, "job_id": job_id}
+        SUPERSEDE,
+        {**scope.as_dict(), "id": fact_id, "by": by, "job_id": job_id, "valid_to": valid_to},
     )
     return cur.rowcount == 1
 
@@ -358,6 +412,20 @@ async def count_faded(
     return int(row[0]) if row else 0
 
 
+def purge_params(
+    purge_below: float, on: date, scope: Scope | None = None, batch: int = 5_000
+) -> dict[str, Any]:
+    """The parameters of :data:`PURGE_BATCH` (see :func:`purge`)."""
+    return {
+        **(scope or Scope()).as_dict(),
+        "all_scopes": scope is None,
+        "purge_below": purge_below,
+        "day": day_index(on),
+        "batch": batch,
+        "max_half_life": MAX_HALF_LIFE,
+    }
+
+
 async def purge(
     conn: psycopg.AsyncConnection[Any],
     purge_below: float,
@@ -369,14 +437,7 @@ async def purge(
 
     Runs in autocommit batches of ``batch`` rows.
     """
-    params = {
-        **(scope or Scope()).as_dict(),
-        "all_scopes": scope is None,
-        "purge_below": purge_below,
-        "day": day_index(on),
-        "batch": batch,
-        "max_half_life": MAX_HALF_LIFE,
-    }
+    params = purge_params(purge_below, on, scope, batch)
     total = 0
     while True:
         async with conn.transaction():

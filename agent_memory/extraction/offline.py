@@ -338,15 +338,25 @@ class OfflineExtractor:
     ) -> Extraction:
         started = time.perf_counter()
         ops: list[Operation] = []
+        # what earlier messages of the batch said, as facts a later one may change: they have
+        # no id yet, so they go by negative numbers here and by their content in the answer
+        said: dict[int, KnownFact] = {}
         for number, episode in enumerate(episodes, start=1):
             for message in episode.messages:
                 role, text = role_and_text(message)
-                if role in ("user", "human"):
-                    # the rules read one message at a time: each fact knows its episode
-                    ops.extend(
-                        op.model_copy(update={"sources": [number]}) if op.content else op
-                        for op in operations_from_text(text, known)
-                    )
+                if role not in ("user", "human"):
+                    continue
+                # the rules read one message at a time: each fact knows its episode
+                for op in operations_from_text(text, [*known, *said.values()]):
+                    earlier = said.get(op.target) if op.target is not None else None
+                    if earlier is not None:
+                        op = op.model_copy(update={"target": None, "replaces": earlier.content})
+                        del said[earlier.fact_id]
+                    if (content := op.content) is not None:
+                        op = op.model_copy(update={"sources": [number]})
+                        fake = -(len(ops) + 1)
+                        said[fake] = KnownFact(0, fake, content, op.importance, op.kind)
+                    ops.append(op)
             ops.append(Operation(op="summary", content=summarize(episode), episode=number))
         return Extraction(
             operations=ops,

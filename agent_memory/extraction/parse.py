@@ -313,7 +313,13 @@ def parse_operations(
             continue
         if op == "delete":
             assert target is not None
-            ops.append(Operation(op="delete", target=target.fact_id))
+            ops.append(
+                Operation(
+                    op="delete",
+                    target=target.fact_id,
+                    sources=_sources(item, index, episodes, repairs),
+                )
+            )
             continue
         key = next((k for k in _CONTENT_KEYS if k in item), None)
         if key is None:
