@@ -116,6 +116,9 @@ def check(conversation: Any, line: int) -> dict[str, Any]:
         if not answers or unknown:
             raise BackfillError(f"{at}: answers {answers!r} name no turn of {cid}: {unknown}")
         _need(question, "category", str, at)
+        stale = question.get("superseded", [])
+        if not isinstance(stale, list) or any(s not in turn_ids for s in stale):
+            raise BackfillError(f"{at}: superseded {stale!r} names no turn of {cid}")
         try:
             date.fromisoformat(_need(question, "asked", str, at)[:10])
         except ValueError:
@@ -168,16 +171,80 @@ def episodes_jsonl(conversations: list[dict[str, Any]], path: Path) -> Path:
 # ---- the loopback LLM of turns mode -------------------------------------------------------
 
 _LINE = re.compile(r"^(?:USER|ASSISTANT): (.+)$", re.M)
+_KNOWN = re.compile(r"^\[(\d+)\] (.+) \((?:\w+), importance [0-9.]+\)$", re.M)
+_EPISODE = re.compile(r"^------ Episode (\d+) ", re.M)
 
 
 def every_turn(request: dict[str, Any]) -> Any:
-    """The answer of a model that keeps every message of the prompt's episodes as a fact."""
+    """The answer of a model that keeps every message of the prompt's episodes as a fact,
+    naming the episode it comes from (the first that says it)."""
     from tests.fake_llm import Reply
 
     prompt = "\n".join(str(m.get("content", "")) for m in request.get("messages", []))
-    episodes = prompt[prompt.find("------ Episode") :]
-    texts = list(dict.fromkeys(t.strip() for t in _LINE.findall(episodes) if t.strip()))
-    return Reply(json.dumps([{"op": "add", "content": t, "importance": 0.5} for t in texts]))
+    first: dict[str, int] = {}
+    for number, text in _episode_lines(prompt):
+        first.setdefault(text, number)
+    return Reply(
+        json.dumps(
+            [{"op": "add", "content": t, "importance": 0.5, "episode": n} for t, n in first.items()]
+        )
+    )
+
+
+def _episode_lines(prompt: str) -> list[tuple[int, str]]:
+    """(episode number, text) of each message of the prompt's episodes, in order."""
+    marks = list(_EPISODE.finditer(prompt))
+    lines: list[tuple[int, str]] = []
+    for i, mark in enumerate(marks):
+        end = marks[i + 1].start() if i + 1 < len(marks) else len(prompt)
+        lines += [
+            (int(mark[1]), t.strip())
+            for t in _LINE.findall(prompt[mark.start() : end])
+            if t.strip()
+        ]
+    return lines
+
+
+def oracle(conversations: list[dict[str, Any]]) -> Any:
+    """A loopback model that knows the answers: it adds each turn a question names as a fact
+    (in the user's words) and, for a turn that changed an earlier answer, updates that fact
+    (by its number when memory holds it, by ``replaces`` when this answer adds it). It
+    measures what the pipeline does with a model's operations, not what a model finds."""
+    from tests.fake_llm import Reply
+
+    text = {t["id"]: t["text"] for c in conversations for s in c["sessions"] for t in s["turns"]}
+    statements = {text[a] for c in conversations for q in c["questions"] for a in q["answers"]}
+    statements |= {
+        text[s] for c in conversations for q in c["questions"] for s in q.get("superseded", [])
+    }
+    replaced = {
+        text[a]: text[s]
+        for c in conversations
+        for q in c["questions"]
+        for a in q["answers"]
+        for s in q.get("superseded", [])
+    }
+
+    def answer(request: dict[str, Any]) -> Any:
+        prompt = "\n".join(str(m.get("content", "")) for m in request.get("messages", []))
+        start = prompt.find("------ Episode")
+        known = {m[2]: int(m[1]) for m in _KNOWN.finditer(prompt[:start])}
+        ops: list[dict[str, Any]] = []
+        added: set[str] = set()
+        for number, said in _episode_lines(prompt):
+            if said not in statements or said in added:
+                continue
+            op: dict[str, Any] = {"op": "add", "content": said, "importance": 0.7}
+            old = replaced.get(said)
+            if old in known:
+                op = {**op, "op": "update", "id": known[old]}
+            elif old in added:
+                op = {**op, "op": "update", "replaces": old}
+            ops.append({**op, "episode": number})
+            added.add(said)
+        return Reply(json.dumps(ops))
+
+    return answer
 
 
 # ---- scoring ------------------------------------------------------------------------------
@@ -247,6 +314,43 @@ def _rank(injected: list[str | None], answers: set[str]) -> int | None:
     return None
 
 
+def _dated(
+    frame: Any, turns: dict[int, str], answers: set[str], said_on: dict[str, str]
+) -> bool | None:
+    """Whether the first injected fact standing for an answer carries its conversation's date
+    (None when no such fact was injected)."""
+    for position, fact_id in enumerate(frame.fact_ids):
+        turn = turns.get(fact_id)
+        if turn in answers:
+            phrase = frame.fact_dates[position] if frame.fact_dates else ""
+            return phrase.endswith(said_on[turn])
+    return None
+
+
+def dated(rows: list[dict[str, Any]]) -> float | None:
+    """Of the questions whose answer was injected as a fact, the share where that fact said the
+    date of its conversation (AGENT_MEMORY_INJECT_DATES)."""
+    found = [r["dated"] for r in rows if r.get("dated") is not None]
+    return round(sum(found) / len(found), 3) if found else None
+
+
+def changed(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """For the questions whose answer changed (those naming what it was before): the share for
+    which inject gives the current answer (among the facts or the snippets) and no fact
+    standing for a superseded turn (a snippet is a dated message of the past, not a claim),
+    and the share that gives a superseded one as a fact."""
+    asked = [r for r in rows if r.get("stale") is not None]
+    if not asked:
+        return None
+    return {
+        "questions": len(asked),
+        "current_not_stale": round(
+            sum(1 for r in asked if r["rank"] is not None and not r["stale"]) / len(asked), 3
+        ),
+        "stale": round(sum(1 for r in asked if r["stale"]) / len(asked), 3),
+    }
+
+
 def _figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
     ranks = [r["rank"] for r in rows]
     ms = sorted(r["ms"] for r in rows)
@@ -260,6 +364,7 @@ def _figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "tokens_per_question": round(statistics.fmean(r["tokens"] for r in rows), 1),
         "inject_p50_ms": round(statistics.median(ms), 3),
         "inject_p95_ms": round(ms[max(0, int(len(ms) * 0.95) - 1)], 3),
+        "answer_fact_dated": dated(rows),
     }
 
 
@@ -270,6 +375,7 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "overall": _figures(rows),
         "by_category": {c: _figures(rs) for c, rs in sorted(by_category.items())},
+        "changed_answers": changed(rows),
     }
 
 
@@ -303,6 +409,9 @@ async def ask_all(
     from agent_memory.manager import MemoryManager
     from agent_memory.models import Scope
 
+    said_on = {
+        t["id"]: s["date"][:10] for c in conversations for s in c["sessions"] for t in s["turns"]
+    }
     results: dict[str, Any] = {}
     for ranking, overrides in rankings.items():
         memory = MemorySettings(
@@ -326,12 +435,17 @@ async def ask_all(
                         scope, query=q["question"], on=date.fromisoformat(q["asked"][:10])
                     )
                     ms = (time.perf_counter() - started) * 1000
+                    stale = set(q.get("superseded", []))
                     rows.append(
                         {
                             "category": q["category"],
                             "rank": _rank(
                                 injected_turns(frame, turns, snippets), set(q["answers"])
                             ),
+                            "stale": any(turns.get(f) in stale for f in frame.fact_ids)
+                            if stale
+                            else None,
+                            "dated": _dated(frame, turns, set(q["answers"]), said_on),
                             "ms": ms,
                             "tokens": len(frame.context) / 4,
                         }
@@ -343,9 +457,14 @@ async def ask_all(
 
 
 async def evaluate(
-    settings: Settings, conversations: list[dict[str, Any]], mode: str, workdir: Path
+    settings: Settings,
+    conversations: list[dict[str, Any]],
+    mode: str,
+    workdir: Path,
+    rankings: dict[str, dict[str, Any]] = RANKINGS,
 ) -> dict[str, Any]:
-    """Import, consolidate and ask, on the database of ``settings`` (a fresh one)."""
+    """Import, consolidate and ask, on the database of ``settings`` (a fresh one), once per
+    ranking of ``rankings`` (a label and the memory settings it overrides)."""
     from agent_memory.backfill import import_jsonl
     from agent_memory.settings import use_settings
 
@@ -360,7 +479,7 @@ async def evaluate(
             turns = fact_turns(conn, mode)
             messages = snippet_turns(conn)
             facts = conn.execute("SELECT count(*) FROM agent_memory.memory_items").fetchone()
-        results = await ask_all(settings, conversations, turns, messages)
+        results = await ask_all(settings, conversations, turns, messages, rankings)
     finally:
         use_settings(None)
     return {
@@ -395,6 +514,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--dataset", type=Path, help="JSON Lines (default: the built-in set)")
     parser.add_argument("--mode", choices=("turns", "facts"), default="turns")
+    parser.add_argument(
+        "--extractor",
+        choices=("configured", "oracle"),
+        default="configured",
+        help="facts mode: the configured extractor, or a loopback model that knows the answers "
+        "and updates what changed (what the pipeline does with a model's operations)",
+    )
     parser.add_argument("--quick", action="store_true", help="the first two conversations")
     parser.add_argument("--out", type=Path, help="also write the JSON here")
     parser.add_argument("--write-dataset", type=Path, help="write the built-in set and exit")
@@ -413,15 +539,19 @@ def main(argv: list[str] | None = None) -> int:
     admin, server = admin_dsn()
     prefect = start_prefect_server()
     os.environ["PREFECT_API_URL"] = prefect.api_url
-    llm = FakeLLM().start() if args.mode == "turns" else None
+    answer = {"turns": every_turn, "oracle": oracle(conversations)}.get(
+        "turns" if args.mode == "turns" else args.extractor
+    )
+    llm = FakeLLM().start() if answer is not None else None
     try:
         base = Settings()
-        if llm is not None:
-            llm.reset(every_turn)
+        if llm is not None and answer is not None:
+            llm.reset(answer)
+            name = "every-turn" if args.mode == "turns" else "oracle"
             base = base.model_copy(
                 update={
                     "llm": LLMSettings(
-                        model="openai/every-turn", api_base=llm.api_base, api_key=SecretStr("x")
+                        model=f"openai/{name}", api_base=llm.api_base, api_key=SecretStr("x")
                     )
                 }
             )

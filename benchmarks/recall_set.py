@@ -417,7 +417,7 @@ def _conversation(index: int, person: dict[str, str], rng: random.Random) -> dic
     asked = last.date() + timedelta(days=1)
     questions: list[dict[str, Any]] = []
 
-    def ask(text: str, category: str, answer: str) -> None:
+    def ask(text: str, category: str, answer: str, superseded: str | None = None) -> None:
         questions.append(
             {
                 "id": f"{cid}-q{len(questions) + 1:02d}",
@@ -425,6 +425,7 @@ def _conversation(index: int, person: dict[str, str], rng: random.Random) -> dic
                 "answers": [answer],
                 "category": category,
                 "asked": asked.isoformat(),
+                **({"superseded": [superseded]} if superseded else {}),
             }
         )
 
@@ -440,7 +441,9 @@ def _conversation(index: int, person: dict[str, str], rng: random.Random) -> dic
             ask(text, category, said[(kind, "fact")])
     for kind, (_, _, asks) in CHANGES.items():
         for text, category in asks:
-            ask(text, category, said[(kind, "new")])
+            # what the answer used to be: inject must not give it back as current
+            old = said[(kind, "old")] if category == "changed" else None
+            ask(text, category, said[(kind, "new")], old)
     return {
         "id": cid,
         "user": name,

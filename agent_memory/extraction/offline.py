@@ -18,7 +18,9 @@ from agent_memory.messages import role_and_text
 from agent_memory.models import Episode, Fact, FactKind, KnownFact, Operation
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+|;\s*|,?\s+and\s+(?=(?:I|we|my|our)\b)", re.I)
-_GREETING = re.compile(r"^(?:hi|hello|hey|thanks|thank you|ok|okay)\b[\s!,.]*", re.I)
+_GREETING = re.compile(
+    r"^(?:(?:hi|hello|hey|thanks|thank you|ok|okay)\b[\s!,.]*|(?:\w+ ){0,2}\w+:\s+)", re.I
+)
 
 # (pattern, template, importance, kind). Templates use the named groups; order matters. The
 # kind is what such a statement usually is; _kind_of corrects it by what the sentence says.
@@ -49,7 +51,9 @@ _RULES: list[tuple[re.Pattern[str], str, float, FactKind]] = [
         "situation",
     ),
     (
-        re.compile(r"^(?:I|we) (?:work|am working|are working) (?P<x>(?:at|for|on|in) .+)$", re.I),
+        re.compile(
+            r"^(?:I|we) (?:work|am working|are working) (?P<x>(?:at|for|on|in|as) .+)$", re.I
+        ),
         "User works {x}",
         0.8,
         "identity",
@@ -87,6 +91,33 @@ _RULES: list[tuple[re.Pattern[str], str, float, FactKind]] = [
         "User asked: {x}",
         0.6,
         "preference",
+    ),
+    (
+        re.compile(
+            r"^(?:I|we) (?:just |recently |finally )?(?:started|began|got|landed|took|accepted) "
+            r"(?:a |my |the )?new (?:role|job|position) (?P<x>(?:as|at) .+)$",
+            re.I,
+        ),
+        "User works {x}",
+        0.8,
+        "identity",
+    ),
+    (
+        re.compile(
+            r"^(?:I|we)(?: have|'ve)? (?:just |recently |finally )?(?:moved|relocated) to "
+            r"(?P<x>[^,]+?)(?:\s+(?:last|this) (?:week|month|year|weekend)|\s+\w+ ago|"
+            r"\s+yesterday)?(?:,.*)?$",
+            re.I,
+        ),
+        "User lives in {x}",
+        0.8,
+        "identity",
+    ),
+    (
+        re.compile(r"^(?:I|we) (?P<v>live|rent|own|share) (?P<x>.+)$", re.I),
+        "User {v}s {x}",
+        0.8,
+        "identity",
     ),
     (
         re.compile(
@@ -202,6 +233,32 @@ _SWITCHED = re.compile(
     re.I,
 )
 _ATTRIBUTE = re.compile(r"^User's (?P<k>.+?) (?:is|are) ", re.I)
+_SWITCHED_TO = re.compile(
+    r"^(?:these days,? |nowadays,? |now,? )?(?:I|we)(?: have|'ve)? (?:switched|changed|moved) "
+    r"to (?P<new>.+?) instead of (?:my |our )?(?:old |usual |former )?(?P<old>.+)$",
+    re.I,
+)
+# Facts that hold one value at a time: a new one replaces the known one of the same key.
+_SINGLE = [
+    ("job", re.compile(r"^User (?:works|is working) (?:as|at|for)\b", re.I)),
+    (
+        "home",
+        re.compile(
+            r"^User (?:lives|(?:rents|owns|shares) (?:an? |the |their )?(?:\w+ )?"
+            r"(?:flat|apartment|house|home|place|room|studio|condo|cottage)) (?:.+ )?in\b",
+            re.I,
+        ),
+    ),
+    ("home", re.compile(r"^User is (?:based|living|located) in\b", re.I)),
+]
+
+
+def _key(content: str) -> str | None:
+    """What single-valued attribute a fact gives (its key), if any."""
+    attribute = _ATTRIBUTE.match(content)
+    if attribute:
+        return "attribute:" + attribute["k"].lower()
+    return next((key for key, pattern in _SINGLE if pattern.match(content)), None)
 
 
 def _mentioning(known: Sequence[KnownFact], thing: str) -> list[KnownFact]:
@@ -212,9 +269,10 @@ def _mentioning(known: Sequence[KnownFact], thing: str) -> list[KnownFact]:
 def operations_from_text(text: str, known: Sequence[KnownFact] = ()) -> list[Operation]:
     """The memory changes the rules find in one user message, given the scope's facts.
 
-    "we switched from X to Y" updates the facts that mention X; "I no longer use X" invalidates
-    them; "my K is V" updates a known "User's K is ..."; everything else the rules recognise is
-    added (a fact already known is reinforced when it is written).
+    "we switched from X to Y" and "I've switched to Y instead of X" update the facts that
+    mention X; "I no longer use X" invalidates them; "my K is V" updates a known "User's K is
+    ...", and a new job or home the known one; everything else the rules recognise is added (a
+    fact already known is reinforced when it is written).
     """
     ops: list[Operation] = []
     for raw in _SENTENCE.split(text):
@@ -244,6 +302,21 @@ def operations_from_text(text: str, known: Sequence[KnownFact] = ()) -> list[Ope
                     )
                 )
             continue
+        switched_to = _SWITCHED_TO.match(sentence)
+        if switched_to and _mentioning(known, switched_to["old"]):
+            new, old = _third_person(switched_to["new"].strip()), switched_to["old"].strip()
+            content = f"User has switched to {new} instead of their old {old}."
+            for k in _mentioning(known, old):
+                ops.append(
+                    Operation(
+                        op="update",
+                        target=k.fact_id,
+                        content=content,
+                        importance=k.importance,
+                        kind=k.kind,
+                    )
+                )
+            continue
         stopped = _STOPPED.match(sentence)
         if stopped and _mentioning(known, stopped["x"]):
             ops.extend(
@@ -251,12 +324,8 @@ def operations_from_text(text: str, known: Sequence[KnownFact] = ()) -> list[Ope
             )
             continue
         for fact in facts_from_text(sentence):
-            attribute = _ATTRIBUTE.match(fact.content)
-            same = [
-                k
-                for k in known
-                if attribute and k.content.lower().startswith(attribute.group(0).lower())
-            ]
+            key = _key(fact.content)
+            same = [k for k in known if key is not None and _key(k.content) == key]
             if same and same[0].content != fact.content:
                 ops.append(
                     Operation(
@@ -327,7 +396,7 @@ class OfflineExtractor:
     """
 
     name = "offline-rules"
-    prompt_version = "rules-v4"
+    prompt_version = "rules-v5"
 
     def count_tokens(self, text: str) -> int:
         """No model, no tokenizer: about four characters a token, as for English text."""

@@ -263,6 +263,18 @@ def _sources(
     return sorted(set(numbers))
 
 
+def _replaces(item: dict[str, Any], index: int, repairs: list[str]) -> str | None:
+    """The content of a fact of this answer that an update or delete changes (no id), if it
+    names one instead of a known fact's number."""
+    if "replaces" not in item or any(k in item for k in ("id", "target", "fact_id", "number")):
+        return None
+    raw = item["replaces"]
+    if not isinstance(raw, str) or not raw.strip():
+        repairs.append(f"fact {index}: 'replaces' {raw!r:.60} is not a fact's content; ignored")
+        return None
+    return raw.strip()
+
+
 def parse_operations(
     text: str,
     known: Sequence[KnownFact] = (),
@@ -308,15 +320,18 @@ def parse_operations(
             if summary is not None:
                 ops.append(summary)
             continue
-        target = _target(item, index, by_number, repairs) if op != "add" else None
-        if op != "add" and target is None:
-            continue
+        replaces = _replaces(item, index, repairs) if op != "add" else None
+        target = None
+        if op != "add" and replaces is None:
+            target = _target(item, index, by_number, repairs)
+            if target is None:
+                continue
         if op == "delete":
-            assert target is not None
             ops.append(
                 Operation(
                     op="delete",
-                    target=target.fact_id,
+                    target=target.fact_id if target else None,
+                    replaces=replaces,
                     sources=_sources(item, index, episodes, repairs),
                 )
             )
@@ -345,6 +360,7 @@ def parse_operations(
                 content=content,
                 importance=importance,
                 target=target.fact_id if target else None,
+                replaces=replaces,
                 sources=_sources(item, index, episodes, repairs),
                 kind=_kind(item, index, target.kind if target else "general", repairs),
             )

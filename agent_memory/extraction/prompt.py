@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from agent_memory.messages import role_and_text
 from agent_memory.models import FACT_KINDS, Episode, KnownFact
 
-PROMPT_VERSION = "facts-ops-v5"
+PROMPT_VERSION = "facts-ops-v6"
 
 SYSTEM_PROMPT = """\
 You maintain the long-term memory of an AI assistant. You read the facts memory already holds
@@ -32,7 +32,13 @@ prose and no code fences:
   reinforced, not copied);
 - {"op": "update", "id": 3, "content": "User ...", "importance": 0.8, "kind": "situation",
   "episode": 1} when the conversation changes or refines known fact [3];
-- {"op": "delete", "id": 5} when the conversation shows known fact [5] is no longer true;
+- {"op": "delete", "id": 5, "episode": 3} when the conversation shows known fact [5] is no
+  longer true;
+- when a later episode changes or contradicts a fact that an earlier episode of these
+  conversations said (one you add in this answer, so it has no number), give "replaces" with
+  that fact's content as you add it, instead of "id": {"op": "update", "replaces": "User lives
+  in Paris.", "content": "User lives in Lyon.", "importance": 0.8, "kind": "identity",
+  "episode": 4} (or {"op": "delete", "replaces": "...", "episode": 4});
 - {"op": "summary", "episode": 1, "summary": "User asked ..."} for each episode when asked
   to: one sentence saying what that conversation was about, for the user's history.
 "episode" is the number of the episode a fact comes from (a list when several say it).
@@ -69,6 +75,7 @@ OPERATIONS_FORMAT = {
                             "kind": {"type": ["string", "null"], "enum": [*FACT_KINDS, None]},
                             "episode": _NULLABLE_INT,
                             "summary": {"type": ["string", "null"]},
+                            "replaces": {"type": ["string", "null"]},
                         },
                         "required": [
                             "op",
@@ -78,6 +85,7 @@ OPERATIONS_FORMAT = {
                             "kind",
                             "episode",
                             "summary",
+                            "replaces",
                         ],
                         "additionalProperties": False,
                     },
