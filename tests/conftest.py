@@ -126,6 +126,18 @@ async def manager(settings: Settings) -> AsyncIterator[MemoryManager]:
 
 
 @pytest.fixture
+def empty_database(pg_server: dict[str, Any]) -> Iterator[psycopg.Connection[Any]]:
+    """A database with no schema at all (for upgrade tests)."""
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with DatabaseJanitor(dbname=name, **pg_server):
+        dsn = psycopg.conninfo.make_conninfo(
+            dbname=name, **{k: str(v) for k, v in pg_server.items()}
+        )
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            yield conn
+
+
+@pytest.fixture
 def db(database_url: str) -> Iterator[psycopg.Connection[Any]]:
     """A plain autocommit connection to this test's database, for assertions."""
     with psycopg.connect(database_url, autocommit=True) as conn:

@@ -175,3 +175,40 @@ async def test_a_model_s_update_ends_the_old_fact_at_the_conversation_that_said_
         assert frame.injected_facts == ["User works at Globex."]
     finally:
         await manager.close()
+
+
+def test_facts_from_before_version_13_are_dated_by_their_sources(
+    empty_database: psycopg.Connection[Any],
+) -> None:
+    from agent_memory.db.migrations import load_migrations, migrate
+
+    db = empty_database
+    migrate(db, migrations=[m for m in load_migrations() if m.version <= 12])
+    episode = db.execute(
+        "INSERT INTO agent_memory.episodes (user_id, messages, message_count, occurred_at)"
+        " VALUES ('old', '[]', 0, %s) RETURNING id",
+        (MARCH,),
+    ).fetchone()
+    assert episode is not None
+    facts = [
+        db.execute(
+            "INSERT INTO agent_memory.memory_items (user_id, content, content_hash, importance,"
+            " importance_at, half_life, expires_day, superseded_at)"
+            " VALUES ('old', %s, %s, 0.8, now(), 13.5, 20000, %s) RETURNING id",
+            (content, content.encode(), superseded),
+        ).fetchone()
+        for content, superseded in [("sourced", MAY), ("unsourced", None)]
+    ]
+    db.execute(
+        "INSERT INTO agent_memory.fact_sources (fact_id, episode_id) VALUES (%s, %s)",
+        (facts[0][0], episode[0]),  # type: ignore[index]
+    )
+    assert migrate(db) == [m.name for m in load_migrations() if m.version > 12]
+    rows = dict(
+        (content, (start, end, created))
+        for content, start, end, created in db.execute(
+            "SELECT content, valid_from, valid_to, created_at FROM agent_memory.memory_items"
+        )
+    )
+    assert rows["sourced"][:2] == (MARCH, MAY)  # its conversation's time; superseded then
+    assert rows["unsourced"][:2] == (rows["unsourced"][2], None)  # when it was stored

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Sequence
+from datetime import UTC, date
 
 from agent_memory.extraction.base import Extraction, Usage
 from agent_memory.extraction.parse import MAX_FACT_CHARS
@@ -122,7 +123,7 @@ _RULES: list[tuple[re.Pattern[str], str, float, FactKind]] = [
     (
         re.compile(
             r"^(?:I|we) (?:just )?(?P<v>went|visited|attended|saw|met|finished|adopted|bought|"
-            r"ran|won|graduated|celebrated) (?P<x>.+)$",
+            r"ran|won|graduated|celebrated) (?P<x>[^,]+)(?:,.*)?$",
             re.I,
         ),
         "User {v} {x}",
@@ -192,8 +193,21 @@ def _third_person(text: str) -> str:
     return text
 
 
-def facts_from_text(text: str) -> list[Fact]:
-    """The facts the rules find in one user message."""
+# A time said relative to when it was said ("yesterday", "next week", "on Friday"): true only
+# with that day, so such a fact carries it ("(said on 2026-05-03)"), or is not kept without it.
+_RELATIVE_TIME = re.compile(
+    r"\b(?:yesterday|today|tonight|tomorrow|earlier today|"
+    r"(?:this|last|next) (?:morning|afternoon|evening|night|week|weekend|month|year|"
+    r"(?:mon|tues|wednes|thurs|fri|satur|sun)day)|on (?:mon|tues|wednes|thurs|fri|satur|sun)day|"
+    r"(?:\d+|an?|one|two|three|a few|several) (?:days?|weeks?|months?|years?) ago|"
+    r"in (?:\d+|an?|one|two|three|a few) (?:days?|weeks?|months?))\b",
+    re.I,
+)
+
+
+def facts_from_text(text: str, said_on: date | None = None) -> list[Fact]:
+    """The facts the rules find in one user message, said on ``said_on`` (a fact that dates
+    itself relative to that day says the day; without it, such a fact is not kept)."""
     facts: list[Fact] = []
     for raw in _SENTENCE.split(text):
         sentence = _GREETING.sub("", raw.strip()).strip().rstrip(".!?").strip()
@@ -209,6 +223,10 @@ def facts_from_text(text: str) -> list[Fact]:
             if match:
                 parts = {k: _third_person(v.strip()) for k, v in match.groupdict().items()}
                 content = template.format(**parts).strip()
+                if _RELATIVE_TIME.search(content):
+                    if said_on is None:
+                        break  # "yesterday" of which day: not a fact on its own
+                    content += f" (said on {said_on.isoformat()})"
                 if len(content) > MAX_FACT_CHARS:  # a fact is a sentence, not a transcript
                     content = content[: MAX_FACT_CHARS - 4].rstrip() + "..."
                 facts.append(
@@ -266,7 +284,9 @@ def _mentioning(known: Sequence[KnownFact], thing: str) -> list[KnownFact]:
     return [k for k in known if len(thing) >= 3 and thing in k.content.lower()]
 
 
-def operations_from_text(text: str, known: Sequence[KnownFact] = ()) -> list[Operation]:
+def operations_from_text(
+    text: str, known: Sequence[KnownFact] = (), said_on: date | None = None
+) -> list[Operation]:
     """The memory changes the rules find in one user message, given the scope's facts.
 
     "we switched from X to Y" and "I've switched to Y instead of X" update the facts that
@@ -323,7 +343,7 @@ def operations_from_text(text: str, known: Sequence[KnownFact] = ()) -> list[Ope
                 Operation(op="delete", target=k.fact_id) for k in _mentioning(known, stopped["x"])
             )
             continue
-        for fact in facts_from_text(sentence):
+        for fact in facts_from_text(sentence, said_on):
             key = _key(fact.content)
             same = [k for k in known if key is not None and _key(k.content) == key]
             if same and same[0].content != fact.content:
@@ -416,7 +436,8 @@ class OfflineExtractor:
                 if role not in ("user", "human"):
                     continue
                 # the rules read one message at a time: each fact knows its episode
-                for op in operations_from_text(text, [*known, *said.values()]):
+                day = episode.occurred_at.astimezone(UTC).date()
+                for op in operations_from_text(text, [*known, *said.values()], day):
                     earlier = said.get(op.target) if op.target is not None else None
                     if earlier is not None:
                         op = op.model_copy(update={"target": None, "replaces": earlier.content})
