@@ -444,7 +444,9 @@ class MemoryManager:
                 rows = await recall_repo.ranked(conn, plan.params)
             if m.inject_reinforce and on is None:
                 try:
-                    await recall_repo.refresh(conn, scope, [r[0] for r in rows], plan.at)
+                    await recall_repo.refresh(
+                        conn, scope, [r[0] for r in rows], plan.at, m.use_growth
+                    )
                 except psycopg.Error as exc:  # best effort: the facts were read already
                     log.warning("reinforcing the injected facts failed: %s", exc)
             history = (
@@ -481,7 +483,9 @@ class MemoryManager:
                 rows = recall_repo.ranked_sync(conn, plan.params)
             if m.inject_reinforce and on is None:
                 try:
-                    recall_repo.refresh_sync(conn, scope, [r[0] for r in rows], plan.at)
+                    recall_repo.refresh_sync(
+                        conn, scope, [r[0] for r in rows], plan.at, m.use_growth
+                    )
                 except psycopg.Error as exc:
                     log.warning("reinforcing the injected facts failed: %s", exc)
             history = (

@@ -218,6 +218,13 @@ class MemorySettings(BaseSettings):
         default=False,
         description="restart the decay clock of injected facts (at most once a day per fact)",
     )
+    use_growth: float = Field(
+        default=1.25,
+        ge=1.0,
+        le=10.0,
+        description="with inject_reinforce, a fact's half-life is multiplied by this for each "
+        "day it is injected (a mention's growth is stronger); 1: use only restarts the clock",
+    )
     inject_dates: Literal["auto", "always", "never"] = Field(
         default="auto",
         description="say since when each injected fact is true (its conversation's date): "

@@ -4,6 +4,7 @@ relevance), reinforcement on use, and the episodic tier (summaries, history, dat
 from __future__ import annotations
 
 import json
+import math
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -274,8 +275,10 @@ async def test_a_used_fact_keeps_its_importance_when_reinforcement_is_on(
         version = db.execute("SELECT xmin::text FROM agent_memory.memory_items").fetchone()
         await reinforcing.inject(ALEX)  # used again the same day: no second write
         assert db.execute("SELECT xmin::text FROM agent_memory.memory_items").fetchone() == version
+        # a day of use lengthens its half-life by the use growth (1.25): 0.95 a day no more
+        assert fact.half_life == pytest.approx(math.log(2) / -math.log(0.95) * 1.25)
         tomorrow = await reinforcing.facts(ALEX, on=today() + timedelta(days=1))
-        assert tomorrow[0].importance == pytest.approx(0.8 * 0.95)
+        assert tomorrow[0].importance == pytest.approx(0.8 * 0.95 ** (1 / 1.25))
         # an inject evaluated on another day (a replay, a test) reads, it does not reinforce
         await reinforcing.inject(ALEX, on=today() + timedelta(days=30))
         assert db.execute("SELECT xmin::text FROM agent_memory.memory_items").fetchone() == version

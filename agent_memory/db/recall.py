@@ -46,7 +46,7 @@ from agent_memory.db.embeddings import AnnIndex, vector_text
 from agent_memory.db.fragments import SCOPE_MATCH, importance_on
 from agent_memory.decay import day_index, importance_floor
 from agent_memory.models import Episode, HistoryEntry, Scope
-from agent_memory.settings import MemorySettings
+from agent_memory.settings import MAX_HALF_LIFE, MemorySettings
 
 # Any word of the message, stemmed: plainto_tsquery ANDs the words (and chains compounds with
 # <->); every operator between two quoted lexemes becomes OR. NULL text: no relevance. A
@@ -400,7 +400,8 @@ def ranked_sync(
 
 # Restart the decay clock of facts just used: each is as important today as when it was last
 # mentioned. At most once a day per fact (decay moves in whole days), so a busy agent does not
-# rewrite the same rows on every turn. Use is not a mention: the half-life stays as it is.
+# rewrite the same rows on every turn. Each day of use also lengthens the half-life by the use
+# growth (less than a mention's: being relevant is weaker evidence than being said again).
 #
 # It is best effort and never waits on the hot path: rows another transaction holds (a
 # consolidation writing the scope) are skipped, and so is everything while the decay policy is
@@ -419,7 +420,9 @@ used AS (
 )
 UPDATE agent_memory.memory_items m
 SET importance_at = %(at)s,
-    expires_day = agent_memory.expiry(m.importance, agent_memory.day_index(%(at)s), m.half_life,
+    half_life = least(%(max_half_life)s, m.half_life * %(growth)s),
+    expires_day = agent_memory.expiry(m.importance, agent_memory.day_index(%(at)s),
+                                      least(%(max_half_life)s, m.half_life * %(growth)s),
                                       policy.purge_below)
 FROM used, policy
 WHERE m.id = used.id
@@ -445,24 +448,43 @@ LIMIT %(limit)s
 """
 
 
-def refresh_params(scope: Scope, ids: list[int], at: datetime) -> dict[str, Any]:
-    return {**scope.as_dict(), "ids": ids, "at": at}
+def refresh_params(
+    scope: Scope, ids: list[int], at: datetime, growth: float = 1.0
+) -> dict[str, Any]:
+    return {
+        **scope.as_dict(),
+        "ids": ids,
+        "at": at,
+        "growth": growth,
+        "max_half_life": MAX_HALF_LIFE,
+    }
 
 
 async def refresh(
-    conn: psycopg.AsyncConnection[Any], scope: Scope, ids: list[int], at: datetime
+    conn: psycopg.AsyncConnection[Any],
+    scope: Scope,
+    ids: list[int],
+    at: datetime,
+    growth: float = 1.0,
 ) -> int:
-    """Reinforce on use: restart these facts' decay clocks at ``at``; how many changed."""
+    """Reinforce on use: restart these facts' decay clocks at ``at`` and multiply their
+    half-lives by ``growth``; how many changed."""
     if not ids:
         return 0
-    cur = await conn.execute(REFRESH, refresh_params(scope, ids, at))
+    cur = await conn.execute(REFRESH, refresh_params(scope, ids, at, growth))
     return cur.rowcount
 
 
-def refresh_sync(conn: psycopg.Connection[Any], scope: Scope, ids: list[int], at: datetime) -> int:
+def refresh_sync(
+    conn: psycopg.Connection[Any],
+    scope: Scope,
+    ids: list[int],
+    at: datetime,
+    growth: float = 1.0,
+) -> int:
     if not ids:
         return 0
-    return conn.execute(REFRESH, refresh_params(scope, ids, at)).rowcount
+    return conn.execute(REFRESH, refresh_params(scope, ids, at, growth)).rowcount
 
 
 def _history(rows: list[Any]) -> list[HistoryEntry]:
