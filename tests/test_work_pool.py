@@ -60,7 +60,12 @@ def deploy(env: dict[str, str]) -> dict[str, dict[str, Any]]:
     """Create the work pool and deploy prefect.yaml as its instructions say; the deployments."""
     prefect(env, "work-pool", "create", "agent-memory", "--type", "process")
     prefect(env, "--no-prompt", "deploy", "--all", "--prefect-file", "deployments/prefect.yaml")
-    return {d["name"]: d for d in api(env["PREFECT_API_URL"], "/deployments/filter", {})}
+    deployments = {d["name"]: d for d in api(env["PREFECT_API_URL"], "/deployments/filter", {})}
+    # only the runs a test creates may run: the schedules' own (the hourly consolidation at
+    # minute 0) would race them whenever a test runs across the hour, taking their scopes
+    for deployment in deployments.values():
+        api(env["PREFECT_API_URL"], f"/deployments/{deployment['id']}/pause_deployment", {})
+    return deployments
 
 
 @contextlib.contextmanager

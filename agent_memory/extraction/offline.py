@@ -161,9 +161,10 @@ _INTERJECTION = re.compile(r"(?:[\s,]+(?:lol|haha+|hehe+|xd|lmao|:\)|:d))+$", re
 
 
 # Words that date a statement: an appointment or intention ahead, or something that happened.
+_WEEKDAY = "(?:mon|tues|wednes|thurs|fri|satur|sun)day"
 _AHEAD = re.compile(
     r"\b(?:tomorrow|tonight|next (?:week|month|year|weekend|\w+day)|this (?:weekend|evening|"
-    r"afternoon|coming)|on (?:mon|tues|wednes|thurs|fri|satur|sun)day|in (?:a|two|three|\d+) "
+    rf"afternoon|coming)|on {_WEEKDAY}|in (?:a|two|three|\d+) "
     r"(?:days?|weeks?|months?)|appointment|going to|upcoming|planning|plan to)\b",
     re.I,
 )
@@ -198,7 +199,7 @@ def _third_person(text: str) -> str:
 _RELATIVE_TIME = re.compile(
     r"\b(?:yesterday|today|tonight|tomorrow|earlier today|"
     r"(?:this|last|next) (?:morning|afternoon|evening|night|week|weekend|month|year|"
-    r"(?:mon|tues|wednes|thurs|fri|satur|sun)day)|on (?:mon|tues|wednes|thurs|fri|satur|sun)day|"
+    rf"{_WEEKDAY})|on {_WEEKDAY}|"
     r"(?:\d+|an?|one|two|three|a few|several) (?:days?|weeks?|months?|years?) ago|"
     r"in (?:\d+|an?|one|two|three|a few) (?:days?|weeks?|months?))\b",
     re.I,
