@@ -499,6 +499,13 @@ def facts_explain(fact_id: Annotated[int, typer.Argument(help="the fact's id")])
         f"({fact.base_importance:.3f} on {fact.importance_at:%Y-%m-%d})",
         highlight=False,
     )
+    since = f"; true since {fact.valid_from:%Y-%m-%d}" if fact.valid_from else ""
+    until = f" until {fact.valid_to:%Y-%m-%d}" if fact.valid_to else ""
+    console.print(
+        f"kind {fact.kind}, half-life {fact.half_life or 0:.0f} days "
+        f"({fact.mentions} mention(s)){since}{until}",
+        highlight=False,
+    )
     console.print(f"from {len(sources)} episode(s):")
     for episode_id, occurred_at, messages, job_id in sources:
         console.print(f"  episode {episode_id} ({occurred_at:%Y-%m-%d %H:%M}, job {job_id})")

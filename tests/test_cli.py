@@ -129,6 +129,7 @@ def test_jobs_and_facts_explain(cli_env: str, db: psycopg.Connection[Any]) -> No
     result = runner.invoke(app, ["facts", "explain", str(fact_id)])
     assert result.exit_code == 0, result.output
     assert "User prefers green tea." in result.output
+    assert "kind preference, half-life 180 days (1 mention(s)); true since" in result.output
     assert "from 1 episode(s)" in result.output and "user: I prefer green tea." in result.output
     assert runner.invoke(app, ["facts", "explain", "999999"]).exit_code == 2
     bad = runner.invoke(app, ["jobs", "--status", "weird"])
