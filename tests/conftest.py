@@ -22,6 +22,10 @@ os.environ.update(
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
         "PREFECT_HOME": str(_HOME / "prefect"),
         "PREFECT_LOGGING_LEVEL": "WARNING",
+        # the test server keeps its state in SQLite: on a loaded 2-core machine eight flows
+        # starting at once kept it locked past the client's 5 retries (62 s of backoff), and
+        # its 503 failed the run; 8 retries wait up to about 8 minutes, and only when it is so
+        "PREFECT_CLIENT_MAX_RETRIES": "8",
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
         "LITELLM_OFFLINE_MODE": "true",
         "AGENT_MEMORY_DB_DATA_DIR": str(_HOME / "unused-embedded"),
