@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 
 from agent_memory.models import FactKind
-from agent_memory.settings import MAX_HALF_LIFE, MemorySettings
+from agent_memory.settings import MemorySettings
 
 EPOCH = date(1970, 1, 1)
 MIN_IMPORTANCE = 1e-6
@@ -78,19 +78,6 @@ def importance_floor(min_importance: float) -> float:
     lower, so a fact stored at exactly that importance is not lost to the rounding of
     computing it back from its expiry day."""
     return max(min_importance, MIN_IMPORTANCE) * (1 - 1e-9)
-
-
-def half_life(base: float, mentions: int, growth: float) -> float:
-    """The half-life of a fact of kind half-life ``base`` said in ``mentions`` conversations."""
-    if mentions < 1:
-        raise ValueError(f"mentions must be at least 1, got {mentions!r}")
-    return min(MAX_HALF_LIFE, base * growth ** (mentions - 1))
-
-
-def expiry(importance: float, at: datetime | date, half_life: float, purge_below: float) -> float:
-    """The day a fact of ``importance`` on ``at`` falls below ``purge_below``."""
-    importance = max(importance, MIN_IMPORTANCE)
-    return day_index(at) + half_life * math.log2(importance / purge_below)
 
 
 def importance_on(expires_day: float, on: date, half_life: float, purge_below: float) -> float:

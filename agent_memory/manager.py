@@ -295,7 +295,7 @@ class MemoryManager:
         at = datetime.now(UTC) if on is None else datetime.combine(on, time(), UTC)
         before = at if on is None else at + timedelta(days=1)
         dated = m.inject_dates == "always" or (
-            m.inject_dates == "auto" and bool(query) and bool(_ABOUT_TIME.search(query or ""))
+            m.inject_dates == "auto" and bool(query and _ABOUT_TIME.search(query))
         )
         if m.inject_ranking == "importance":
             return _Recall("importance", day, at, before, {}, dated=dated)
