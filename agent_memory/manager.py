@@ -22,6 +22,8 @@ import logging
 import re
 import threading
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from time import monotonic
@@ -29,7 +31,7 @@ from typing import Any, Literal
 
 import psycopg
 from langchain_core.runnables import RunnableConfig, RunnableLambda
-from psycopg_pool import AsyncConnectionPool, ConnectionPool
+from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from agent_memory import decay as decay_math
 from agent_memory.db import embeddings as embedding_repo
@@ -71,6 +73,9 @@ _SNIPPET_CANDIDATES = 50
 _SNIPPET_MAX_CHARS = 400
 _CHARS_PER_TOKEN = 4
 
+# how long an inject waits for a second connection to search snippets beside its facts
+_SPARE_WAIT_S = 0.001
+
 
 # A question about time or change, for which the facts' dates are worth their tokens.
 _ABOUT_TIME = re.compile(
@@ -103,6 +108,16 @@ def _covers(fact: set[str], snippet: set[str]) -> bool:
 
 # how far ahead of this machine's clock an episode's time may be (clocks differ a little)
 _CLOCK_SKEW = timedelta(minutes=5)
+
+
+@dataclass(frozen=True)
+class _SnippetQuery:
+    """One snippet search: its scope, parameters and the question's vector (None: by full
+    text alone)."""
+
+    scope: Scope
+    params: dict[str, Any]
+    vector: list[float] | None
 
 
 @dataclass
@@ -144,6 +159,7 @@ class MemoryManager:
         self.database = database
         self._async_pools: dict[int, tuple[asyncio.AbstractEventLoop, AsyncConnectionPool]] = {}
         self._sync_pool: ConnectionPool | None = None
+        self._searcher: ThreadPoolExecutor | None = None  # inject_sync's snippet searches
         self._lock = threading.Lock()
         self._opening: dict[int, asyncio.Lock] = {}
         self._closed = False
@@ -238,12 +254,16 @@ class MemoryManager:
                 await pool.close()
             elif not loop.is_closed():
                 asyncio.run_coroutine_threadsafe(pool.close(), loop)
+        if self._searcher is not None:
+            await asyncio.to_thread(self._searcher.shutdown)
         if self._sync_pool is not None:
             await asyncio.to_thread(self._sync_pool.close)
             self._sync_pool = None
 
     def close_sync(self) -> None:
         self._closed = True
+        if self._searcher is not None:
+            self._searcher.shutdown()
         if self._sync_pool is not None:
             self._sync_pool.close()
             self._sync_pool = None
@@ -334,7 +354,7 @@ class MemoryManager:
         else:
             plan.ranking = "hybrid"
 
-    def _snippet_params(self, scope: Scope, plan: _Recall) -> dict[str, Any] | None:
+    def _snippet_query(self, scope: Scope, plan: _Recall) -> _SnippetQuery | None:
         """What the snippet search of this inject reads; None when it has none to make."""
         m = self.settings.memory
         question = plan.params.get("question")
@@ -350,7 +370,8 @@ class MemoryManager:
             fusion=recall_repo.Fusion.of(m),
         )
         params["model"] = plan.params.get("model")
-        return params
+        # read now: the fact ranking, running beside the search, may fall back to full text
+        return _SnippetQuery(scope, params, plan.vector)
 
     def _chosen_snippets(self, found: list[Snippet], facts: recall_repo.Ranked) -> list[Snippet]:
         """The best snippets within the token budget, skipping what an injected fact says."""
@@ -422,80 +443,108 @@ class MemoryManager:
         important and recent. With ``importance``, the most important facts whatever is asked.
         ``on``: the day to evaluate decay on (default today).
         """
-        m = self.settings.memory
         plan = self._plan(scope, query, on)
         if self._wants_vector(plan):
             self._by_meaning(plan, await self._queries.embed(plan.params["text"]))
         pool = await self._apool()
+        search = self._snippet_query(scope, plan)
         async with pool.connection() as conn:
-            if plan.ranking == "importance":
-                top = await fact_repo.top(
-                    conn, scope, m.inject_min_importance, m.inject_limit, plan.day
-                )
-                rows = [(i, c, imp, imp) for i, c, imp in top]
-            elif plan.vector is not None:
-                try:
-                    ann = await self._ann(conn, "facts", scope)
-                    rows = await recall_repo.ranked(conn, plan.params, plan.vector, ann)
-                except psycopg.Error as exc:  # e.g. pgvector dropped: text relevance instead
-                    log.warning("ranking by embeddings failed (%s); by full text instead", exc)
-                    rows = await recall_repo.ranked(conn, plan.by_text())
-            else:
-                rows = await recall_repo.ranked(conn, plan.params)
-            if m.inject_reinforce and on is None:
-                try:
-                    await recall_repo.refresh(
-                        conn, scope, [r[0] for r in rows], plan.at, m.use_growth
-                    )
-                except psycopg.Error as exc:  # best effort: the facts were read already
-                    log.warning("reinforcing the injected facts failed: %s", exc)
-            history = (
-                await recall_repo.history(conn, scope, m.inject_history, plan.before)
-                if m.inject_history
-                else []
-            )
-            snippets = await self._search(conn, scope, plan)
-            dates = await fact_repo.dates(conn, [r[0] for r in rows]) if plan.dated else None
+            beside = await self._search_beside(pool, search)
+            try:
+                rows, history, dates = await self._recall(conn, scope, plan, on)
+            except BaseException:
+                if beside is not None:
+                    beside.cancel()
+                    with suppress(BaseException):
+                        await beside
+                raise
+            snippets = await beside if beside is not None else await self._search(conn, search)
         return self._frame(scope, plan, rows, history, snippets, dates)
+
+    async def _recall(
+        self,
+        conn: psycopg.AsyncConnection[Any],
+        scope: Scope,
+        plan: _Recall,
+        on: date | None,
+    ) -> tuple[recall_repo.Ranked, list[HistoryEntry], dict[int, tuple[FactKind, datetime]] | None]:
+        """The facts of one inject (ranked, and reinforced as used), its history and dates."""
+        m = self.settings.memory
+        if plan.ranking == "importance":
+            top = await fact_repo.top(
+                conn, scope, m.inject_min_importance, m.inject_limit, plan.day
+            )
+            rows = [(i, c, imp, imp) for i, c, imp in top]
+        elif plan.vector is not None:
+            try:
+                ann = await self._ann(conn, "facts", scope)
+                rows = await recall_repo.ranked(conn, plan.params, plan.vector, ann)
+            except psycopg.Error as exc:  # e.g. pgvector dropped: text relevance instead
+                log.warning("ranking by embeddings failed (%s); by full text instead", exc)
+                rows = await recall_repo.ranked(conn, plan.by_text())
+        else:
+            rows = await recall_repo.ranked(conn, plan.params)
+        if m.inject_reinforce and on is None:
+            try:
+                await recall_repo.refresh(conn, scope, [r[0] for r in rows], plan.at, m.use_growth)
+            except psycopg.Error as exc:  # best effort: the facts were read already
+                log.warning("reinforcing the injected facts failed: %s", exc)
+        history = (
+            await recall_repo.history(conn, scope, m.inject_history, plan.before)
+            if m.inject_history
+            else []
+        )
+        dates = await fact_repo.dates(conn, [r[0] for r in rows]) if plan.dated else None
+        return rows, history, dates
 
     def inject_sync(
         self, scope: Scope, *, query: str | None = None, on: date | None = None
     ) -> WorkingMemoryFrame:
         """:meth:`inject` for sync code."""
-        m = self.settings.memory
         plan = self._plan(scope, query, on)
         if self._wants_vector(plan):
             self._by_meaning(plan, self._queries.embed_sync(plan.params["text"]))
-        with self._spool().connection() as conn:
-            if plan.ranking == "importance":
-                top = fact_repo.top_sync(
-                    conn, scope, m.inject_min_importance, m.inject_limit, plan.day
-                )
-                rows = [(i, c, imp, imp) for i, c, imp in top]
-            elif plan.vector is not None:
-                try:
-                    ann = self._ann_sync(conn, "facts", scope)
-                    rows = recall_repo.ranked_sync(conn, plan.params, plan.vector, ann)
-                except psycopg.Error as exc:
-                    log.warning("ranking by embeddings failed (%s); by full text instead", exc)
-                    rows = recall_repo.ranked_sync(conn, plan.by_text())
-            else:
-                rows = recall_repo.ranked_sync(conn, plan.params)
-            if m.inject_reinforce and on is None:
-                try:
-                    recall_repo.refresh_sync(
-                        conn, scope, [r[0] for r in rows], plan.at, m.use_growth
-                    )
-                except psycopg.Error as exc:
-                    log.warning("reinforcing the injected facts failed: %s", exc)
-            history = (
-                recall_repo.history_sync(conn, scope, m.inject_history, plan.before)
-                if m.inject_history
-                else []
-            )
-            snippets = self._search_sync(conn, scope, plan)
-            dates = fact_repo.dates_sync(conn, [r[0] for r in rows]) if plan.dated else None
+        pool = self._spool()
+        search = self._snippet_query(scope, plan)
+        with pool.connection() as conn:
+            beside = self._search_beside_sync(pool, search)
+            rows, history, dates = self._recall_sync(conn, scope, plan, on)
+            snippets = beside.result() if beside is not None else self._search_sync(conn, search)
         return self._frame(scope, plan, rows, history, snippets, dates)
+
+    def _recall_sync(
+        self,
+        conn: psycopg.Connection[Any],
+        scope: Scope,
+        plan: _Recall,
+        on: date | None,
+    ) -> tuple[recall_repo.Ranked, list[HistoryEntry], dict[int, tuple[FactKind, datetime]] | None]:
+        """:meth:`_recall` for sync code."""
+        m = self.settings.memory
+        if plan.ranking == "importance":
+            top = fact_repo.top_sync(conn, scope, m.inject_min_importance, m.inject_limit, plan.day)
+            rows = [(i, c, imp, imp) for i, c, imp in top]
+        elif plan.vector is not None:
+            try:
+                ann = self._ann_sync(conn, "facts", scope)
+                rows = recall_repo.ranked_sync(conn, plan.params, plan.vector, ann)
+            except psycopg.Error as exc:
+                log.warning("ranking by embeddings failed (%s); by full text instead", exc)
+                rows = recall_repo.ranked_sync(conn, plan.by_text())
+        else:
+            rows = recall_repo.ranked_sync(conn, plan.params)
+        if m.inject_reinforce and on is None:
+            try:
+                recall_repo.refresh_sync(conn, scope, [r[0] for r in rows], plan.at, m.use_growth)
+            except psycopg.Error as exc:
+                log.warning("reinforcing the injected facts failed: %s", exc)
+        history = (
+            recall_repo.history_sync(conn, scope, m.inject_history, plan.before)
+            if m.inject_history
+            else []
+        )
+        dates = fact_repo.dates_sync(conn, [r[0] for r in rows]) if plan.dated else None
+        return rows, history, dates
 
     def _ann_cached(
         self, kind: str, scope: Scope
@@ -535,30 +584,82 @@ class MemoryManager:
         return self._ann_learned(key, ann)
 
     async def _search(
-        self, conn: psycopg.AsyncConnection[Any], scope: Scope, plan: _Recall
+        self, conn: psycopg.AsyncConnection[Any], query: _SnippetQuery | None
     ) -> list[Snippet]:
-        params = self._snippet_params(scope, plan)
-        if params is None:
+        if query is None:
             return []
         try:
-            ann = await self._ann(conn, "snippets", scope) if plan.vector else None
-            return await snippet_repo.search(conn, params, plan.vector, ann)
+            ann = await self._ann(conn, "snippets", query.scope) if query.vector else None
+            return await snippet_repo.search(conn, query.params, query.vector, ann)
         except psycopg.Error as exc:  # best effort: the facts are what inject owes
             log.warning("searching past conversations failed: %s", exc)
             return []
 
     def _search_sync(
-        self, conn: psycopg.Connection[Any], scope: Scope, plan: _Recall
+        self, conn: psycopg.Connection[Any], query: _SnippetQuery | None
     ) -> list[Snippet]:
-        params = self._snippet_params(scope, plan)
-        if params is None:
+        if query is None:
             return []
         try:
-            ann = self._ann_sync(conn, "snippets", scope) if plan.vector else None
-            return snippet_repo.search_sync(conn, params, plan.vector, ann)
+            ann = self._ann_sync(conn, "snippets", query.scope) if query.vector else None
+            return snippet_repo.search_sync(conn, query.params, query.vector, ann)
         except psycopg.Error as exc:
             log.warning("searching past conversations failed: %s", exc)
             return []
+
+    # The snippet search and the fact ranking are independent statements: an inject runs the
+    # search on a second pooled connection beside the ranking when one is free at once. It
+    # never waits for one: callers that each hold a connection and wait for another could
+    # starve the pool, so a busy pool runs both on the caller's connection, one after the other.
+
+    async def _search_beside(
+        self, pool: AsyncConnectionPool, query: _SnippetQuery | None
+    ) -> asyncio.Task[list[Snippet]] | None:
+        if query is None:
+            return None
+        try:
+            spare = await pool.getconn(timeout=_SPARE_WAIT_S)
+        except PoolTimeout:
+            return None
+
+        async def search() -> list[Snippet]:
+            try:
+                return await self._search(spare, query)
+            finally:
+                await pool.putconn(spare)
+
+        return asyncio.create_task(search())
+
+    def _search_beside_sync(
+        self, pool: ConnectionPool, query: _SnippetQuery | None
+    ) -> Future[list[Snippet]] | None:
+        if query is None:
+            return None
+        try:
+            spare = pool.getconn(timeout=_SPARE_WAIT_S)
+        except PoolTimeout:
+            return None
+
+        def search() -> list[Snippet]:
+            try:
+                return self._search_sync(spare, query)
+            finally:
+                pool.putconn(spare)
+
+        try:
+            return self._search_threads().submit(search)
+        except RuntimeError:  # closing: no thread to run it on
+            pool.putconn(spare)
+            return None
+
+    def _search_threads(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._searcher is None:
+                self._searcher = ThreadPoolExecutor(
+                    max_workers=self.settings.db.pool_max_size,
+                    thread_name_prefix="agent-memory-search",
+                )
+            return self._searcher
 
     async def search_conversations(
         self,

@@ -4,7 +4,9 @@ its facts do not cover within a token budget, and ``search`` finds them from the
 
 from __future__ import annotations
 
+import asyncio
 import json
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
@@ -19,7 +21,7 @@ from agent_memory.backfill import import_jsonl
 from agent_memory.embedding import embed_snippets, make_embedder
 from agent_memory.errors import InvalidMessageError
 from agent_memory.models import Scope
-from agent_memory.settings import MemorySettings, Settings
+from agent_memory.settings import DatabaseSettings, MemorySettings, Settings
 from benchmarks.retrieval import load_facts
 
 ALEX = Scope("alex", "assistant")
@@ -203,6 +205,52 @@ async def test_inject_adds_relevant_messages_that_no_fact_covers_within_its_budg
         assert (await off.inject(ALEX, query="What did the dentist say?")).snippets == []
     finally:
         await off.close()
+
+
+def sized(settings: Settings, connections: int) -> Settings:
+    db = {**settings.db.model_dump(), "pool_min_size": connections, "pool_max_size": connections}
+    return settings.model_copy(update={"db": DatabaseSettings(**db)})
+
+
+async def test_snippets_are_searched_beside_the_facts_and_a_full_pool_never_waits(
+    settings: Settings,
+) -> None:
+    """The snippet search runs on a second pooled connection when one is free at once, on the
+    caller's own when none is (a pool of one), and callers that fill the pool never wait on
+    each other for a second connection (each would hold one and wait for another)."""
+    question = "What did the dentist say?"
+    expected = ["The dentist said my wisdom tooth has to come out."]
+    recorder = await MemoryManager.create(settings=settings, migrate=False)
+    try:
+        await recorder.record(ALEX, [HumanMessage(expected[0])], occurred_at=MARCH)
+    finally:
+        await recorder.close()
+    for connections in (1, 2):
+        manager = MemoryManager.create_sync(settings=sized(settings, connections), migrate=False)
+        try:
+            pool = manager._spool()
+            asked = pool.get_stats().get("requests_num", 0)
+            assert [s.content for s in manager.inject_sync(ALEX, query=question).snippets] == (
+                expected
+            )
+            if connections == 2:  # both connections are open: the search took the second
+                assert pool.get_stats().get("requests_num", 0) - asked == 2
+            with ThreadPoolExecutor(max_workers=8) as callers:
+                asks = [
+                    callers.submit(manager.inject_sync, ALEX, query=question) for _ in range(16)
+                ]
+                frames = [ask.result() for ask in asks]
+            assert [[s.content for s in f.snippets] for f in frames] == [expected] * 16
+        finally:
+            manager.close_sync()
+        manager = await MemoryManager.create(settings=sized(settings, connections), migrate=False)
+        try:
+            frames = await asyncio.gather(
+                *(manager.inject(ALEX, query=question) for _ in range(16))
+            )
+            assert [[s.content for s in f.snippets] for f in frames] == [expected] * 16
+        finally:
+            await manager.close()
 
 
 async def test_the_users_words_stand_in_for_a_restatement_of_them(
