@@ -7,9 +7,12 @@ import re
 from collections.abc import Iterable
 from urllib.parse import unquote
 
-# user:password@ in URLs, password=... in key/value DSNs, and bearer / sk- style keys
+# user:password@ in URLs, password=... in key/value DSNs, and bearer / sk- style keys.
+# Every pattern runs in time linear in the text (a provider's error body can be megabytes): a
+# URL scheme is at most 32 characters, and a URL's password ends at the first "/" (RFC 3986,
+# and libpq, want it percent-encoded in one).
 _URL_PASSWORD = re.compile(
-    r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^:/@\s]*):(?P<pw>[^@\s]*)@", re.I
+    r"(?P<scheme>[a-z][a-z0-9+.-]{0,31}://)(?P<user>[^:/@\s]*):(?P<pw>[^/@\s]*)@", re.I
 )
 _KV_PASSWORD = re.compile(r"(?P<key>password\s*=\s*)(?P<pw>'[^']*'|\S+)", re.I)
 _BEARER = re.compile(r"(?P<key>bearer\s+)(?P<tok>[A-Za-z0-9._~+/=-]{8,})", re.I)
@@ -24,6 +27,9 @@ _SECRET_NAME = re.compile(r"(API_KEY|_KEY|_TOKEN|_SECRET|PASSWORD|_PASS)$", re.I
 
 REDACTED = "***"
 
+# the most of an error's text that is kept (a provider's error body can be megabytes)
+MAX_ERROR_TEXT = 2000
+
 
 def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
     """``text`` with DSN passwords, bearer tokens, API keys and the given secrets masked."""
@@ -34,6 +40,15 @@ def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
     text = _KV_PASSWORD.sub(lambda m: f"{m['key']}{REDACTED}", text)
     text = _BEARER.sub(lambda m: f"{m['key']}{REDACTED}", text)
     return _API_KEY.sub(REDACTED, text)
+
+
+def describe(error: BaseException, secrets: Iterable[str | None] = ()) -> str:
+    """``error``'s type and message, secrets masked, at most :data:`MAX_ERROR_TEXT` characters
+    (masked whole before it is cut, so no part of a secret survives the cut)."""
+    text = redact(f"{type(error).__name__}: {error}", secrets)
+    if len(text) <= MAX_ERROR_TEXT:
+        return text
+    return f"{text[: MAX_ERROR_TEXT - 40]}... ({len(text):,} characters in all)"
 
 
 def known_secrets(*values: str | None) -> list[str]:
