@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from agent_memory.errors import EmbeddingError, EmbeddingRejectedError, TransientEmbeddingError
-from agent_memory.extraction.llm import _litellm, _transient_types
+from agent_memory.extraction.faults import transient_types
+from agent_memory.extraction.llm import _litellm
 from agent_memory.local_embedding import LocalEmbedder
 from agent_memory.local_embedding import load as load_local
 from agent_memory.local_embedding import loaded as local_loaded
@@ -66,7 +67,7 @@ class Embedder:
         message = redact(f"{type(exc).__name__}: {exc}", [secret, *known_secrets()])
         text = f"embedding call to {self.model} failed: {message[:500]}"
         litellm = _litellm()
-        if isinstance(exc, _transient_types(litellm)):
+        if isinstance(exc, transient_types(litellm)):
             return TransientEmbeddingError(text)
         # 400 and 422 say the request itself is wrong: for an embedding, one of its texts (too
         # long, against a content policy) or a setting (embed_each tells which with a probe);
@@ -83,9 +84,17 @@ class Embedder:
     async def _call(
         self, texts: Sequence[str], timeout: float | None = None
     ) -> list[list[float] | EmbeddingRejectedError]:
-        """One embedding call: a vector per text, or the refusal of an all-zero one."""
+        """One embedding call: a vector per text, or the refusal of an all-zero one. The
+        timeout bounds the whole call (litellm's bounds each read of the socket)."""
+        deadline = timeout or self.settings.timeout
         try:
-            response = await _litellm().aembedding(**self._kwargs(texts, timeout))
+            async with asyncio.timeout(deadline):
+                response = await _litellm().aembedding(**self._kwargs(texts, timeout))
+        except TimeoutError:
+            raise TransientEmbeddingError(
+                f"embedding call to {self.model} failed: no complete answer within "
+                f"{deadline:g} s (AGENT_MEMORY_EMBEDDING_TIMEOUT)"
+            ) from None
         except Exception as exc:
             raise self._error(exc) from None
         return self._vectors(response, len(texts))

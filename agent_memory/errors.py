@@ -38,6 +38,28 @@ class ExtractionError(AgentMemoryError, RuntimeError):
     usage: Any = None
 
 
+class ExtractorSetupError(ExtractionError):
+    """The LLM call failed because of a setting (no or a rejected API key, an unknown model,
+    a batch longer than the model's context, ...): no retry can succeed until ``setting`` is
+    changed. ``sent`` is False when nothing left the process; ``run_wide`` when every call of
+    the run would fail the same way (the key, the model), not only this batch's."""
+
+    def __init__(
+        self, message: str, *, setting: str, sent: bool = True, run_wide: bool = True
+    ) -> None:
+        super().__init__(message)
+        self.setting = setting
+        self.sent = sent
+        self.run_wide = run_wide
+
+    def __reduce__(self) -> tuple[Any, ...]:  # picklable, for Prefect's result records
+        return (_setup_error, (str(self), self.setting, self.sent, self.run_wide))
+
+
+def _setup_error(message: str, setting: str, sent: bool, run_wide: bool) -> ExtractorSetupError:
+    return ExtractorSetupError(message, setting=setting, sent=sent, run_wide=run_wide)
+
+
 class TransientExtractionError(AgentMemoryError, RuntimeError):
     """The extractor failed in a way a retry may fix (rate limit, 5xx, timeout, connection)."""
 

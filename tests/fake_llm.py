@@ -27,6 +27,10 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
     body: str | None = None  # raw body, overriding the completion JSON
+    # send the body a byte at a time, this many seconds apart (every read of the client's
+    # socket gets a byte in time); endless: a body that never ends (blanks, forever)
+    drip_s: float = 0.0
+    endless: bool = False
 
 
 def completion_json(content: str, model: str = "test-model") -> dict[str, Any]:
@@ -116,6 +120,7 @@ class FakeLLM:
         self.embedding_requests: list[dict[str, Any]] = []
         self.embedding_status = 200
         self.embedding_delay_s = 0.0
+        self.embedding_drip_s = 0.0  # send the answer a byte at a time, this far apart
         # a call with a text longer than this is refused (400), as a model's context limit does
         self.embedding_max_chars: int | None = None
         # texts containing this get an all-zero vector (a model with nothing to say about them)
@@ -137,6 +142,7 @@ class FakeLLM:
             self.embedding_requests.clear()
         self.embedding_status = 200
         self.embedding_delay_s = 0.0
+        self.embedding_drip_s = 0.0
         self.embedding_max_chars = None
         self.embedding_zero_for = None
         self.embedding_status_queue = []
@@ -192,16 +198,32 @@ class FakeLLM:
                 try:
                     self.send_response(reply.status)
                     self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(body)))
+                    length = 1 << 40 if reply.endless else len(body)
+                    self.send_header("Content-Length", str(length))
                     for key, value in reply.headers.items():
                         self.send_header(key, value)
                     self.end_headers()
-                    self.wfile.write(body)
+                    if reply.drip_s or reply.endless:
+                        self._drip(b"" if reply.endless else body, reply.drip_s or 0.1)
+                    else:
+                        self.wfile.write(body)
                 except (BrokenPipeError, ConnectionResetError):  # client gave up (timeout tests)
                     pass
                 finally:
                     if fake.after_reply is not None:
                         fake.after_reply(request)
+
+            def _drip(self, body: bytes, every_s: float) -> None:
+                """The body a byte at a time (blanks forever if empty) until the client
+                hangs up; a JSON reader skips the blanks, so they are a valid start."""
+                sent = 0
+                while fake._server is not None:
+                    self.wfile.write(body[sent : sent + 1] if body else b" ")
+                    self.wfile.flush()
+                    sent += 1
+                    if body and sent >= len(body):
+                        return
+                    time.sleep(every_s)
 
             def _embeddings(self, request: dict[str, Any]) -> None:
                 with fake._lock:
@@ -243,7 +265,13 @@ class FakeLLM:
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                self.wfile.write(body)
+                try:
+                    if fake.embedding_drip_s:
+                        self._drip(body, fake.embedding_drip_s)
+                    else:
+                        self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True

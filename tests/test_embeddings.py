@@ -17,8 +17,8 @@ from langchain_core.messages import HumanMessage
 from psycopg import sql
 
 from agent_memory import MemoryManager
-from agent_memory.embedding import vectors_ready
-from agent_memory.errors import EmbeddingError
+from agent_memory.embedding import make_embedder, vectors_ready
+from agent_memory.errors import EmbeddingError, TransientEmbeddingError
 from agent_memory.models import Scope
 from agent_memory.settings import DatabaseSettings, EmbeddingSettings, MemorySettings, Settings
 from benchmarks.retrieval import labelled_set, load_facts
@@ -489,3 +489,15 @@ async def test_stored_vectors_of_other_dimensions_count_as_unrelated_not_as_an_e
     )
     rows = recall_repo.ranked_sync(db, {**params, "model": "openai/embed-a"}, [1.0] * 8)
     assert len(rows) == 5  # ranked by importance and recency; no "different dimensions" error
+
+
+async def test_an_embedding_call_that_outlasts_its_timeout_is_cut_at_it(
+    settings: Settings, fake_llm: FakeLLM
+) -> None:
+    # each byte of the answer comes in time for a read; the whole answer would take minutes
+    fake_llm.embedding_drip_s = 0.2
+    embedder = make_embedder(
+        with_embeddings(settings, fake_llm).embedding.model_copy(update={"timeout": 1.0})
+    )
+    with pytest.raises(TransientEmbeddingError, match=r"no complete answer within 1 s"):
+        await embedder.embed(["a text to embed"])

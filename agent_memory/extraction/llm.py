@@ -3,7 +3,12 @@
 litellm is imported here only, on first use, so an agent that merely injects and records never
 pays for it. litellm's own retries are off: retries belong to the Prefect task (declared on its
 decorator), which sees :class:`TransientExtractionError` for faults worth retrying and
-:class:`ExtractionError` for the rest.
+:class:`ExtractionError` for the rest (:class:`ExtractorSetupError`, naming the setting to fix,
+when a setting is the cause; see :mod:`agent_memory.extraction.faults`).
+
+``AGENT_MEMORY_LLM_TIMEOUT`` is a deadline for the whole call: litellm's own timeout bounds
+each read of the socket, so a server sending its answer a byte at a time would hold a call
+(and its task) for as long as it liked.
 """
 
 from __future__ import annotations
@@ -14,12 +19,12 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from agent_memory.errors import ExtractionError, TransientExtractionError
+from agent_memory.errors import ExtractionError, ExtractorSetupError, TransientExtractionError
 from agent_memory.extraction.base import Extraction, Usage
+from agent_memory.extraction.faults import classify
 from agent_memory.extraction.parse import parse_operations
 from agent_memory.extraction.prompt import OPERATIONS_FORMAT, PROMPT_VERSION, build_messages
 from agent_memory.models import Episode, KnownFact
-from agent_memory.redact import redact
 from agent_memory.settings import LLMSettings
 
 # litellm fetches a price list over the network at import unless told to use its local copy.
@@ -35,19 +40,6 @@ def _litellm() -> Any:
     litellm.disable_hf_tokenizer_download = True
     litellm.drop_params = True
     return litellm
-
-
-def _transient_types(litellm: Any) -> tuple[type[BaseException], ...]:
-    names = (
-        "RateLimitError",
-        "Timeout",
-        # a refused connection arrives as InternalServerError (status 500) in litellm 1.110
-        "APIConnectionError",
-        "InternalServerError",
-        "ServiceUnavailableError",
-        "BadGatewayError",
-    )
-    return tuple(getattr(litellm, n) for n in names if hasattr(litellm, n))
 
 
 MAX_RETRY_AFTER_S = 60.0
@@ -77,6 +69,8 @@ class LLMExtractor:
         self.settings = settings
         self.name: str = settings.model
         self._structured: bool | None = None  # does the model take a response schema?
+        # a setting the provider refused: the run's other calls would fail the same way
+        self._setup_error: ExtractorSetupError | None = None
 
     def structured(self) -> bool:
         """Whether litellm says this model takes a JSON schema for its answer (asked once)."""
@@ -99,41 +93,65 @@ class LLMExtractor:
         return [key.get_secret_value() if key else None]
 
     async def complete(self, messages: list[dict[str, str]]) -> tuple[str, Usage]:
-        """One chat completion; returns the text and its usage. Errors are classified."""
-        litellm = _litellm()
+        """One chat completion, within ``AGENT_MEMORY_LLM_TIMEOUT`` in all; returns the text
+        and its usage. Errors are classified (see :mod:`agent_memory.extraction.faults`)."""
         s = self.settings
+        if self._setup_error is not None:  # fail at once, as the first call did, sending nothing
+            error: ExtractionError | TransientExtractionError = ExtractorSetupError(
+                f"LLM call to {s.model} not sent: an earlier call of this run failed on a "
+                f"setting. {self._setup_error}",
+                setting=self._setup_error.setting,
+                sent=False,
+            )
+            error.usage = Usage()
+            raise error
+        litellm = _litellm()
         started = time.perf_counter()
         try:
-            response = await litellm.acompletion(
-                model=s.model,
-                messages=messages,
-                api_base=s.api_base,
-                api_key=s.api_key.get_secret_value() if s.api_key else None,
-                temperature=s.temperature,
-                max_tokens=s.max_tokens,
-                timeout=s.timeout,
-                num_retries=0,
-                max_retries=0,
-                **({"response_format": OPERATIONS_FORMAT} if self.structured() else {}),
+            async with asyncio.timeout(s.timeout):
+                response = await litellm.acompletion(
+                    model=s.model,
+                    messages=messages,
+                    api_base=s.api_base,
+                    api_key=s.api_key.get_secret_value() if s.api_key else None,
+                    temperature=s.temperature,
+                    max_tokens=s.max_tokens,
+                    timeout=s.timeout,
+                    num_retries=0,
+                    max_retries=0,
+                    **({"response_format": OPERATIONS_FORMAT} if self.structured() else {}),
+                )
+        except TimeoutError:
+            error = TransientExtractionError(
+                f"LLM call to {s.model} failed: no complete answer within "
+                f"AGENT_MEMORY_LLM_TIMEOUT={s.timeout:g} s"
             )
-        except _transient_types(litellm) as exc:
-            message = redact(f"{type(exc).__name__}: {exc}", self._secrets())
-            error: Exception = TransientExtractionError(f"LLM call to {s.model} failed: {message}")
-            error.usage = Usage(calls=1, latency_s=time.perf_counter() - started)  # type: ignore[attr-defined]
-            # the provider said when to come back: wait that long (bounded) before the task's
-            # retry, whose own backoff cannot know it
-            wait = _retry_after(exc)
-            if wait:
-                await asyncio.sleep(wait)
+            error.usage = Usage(calls=1, latency_s=time.perf_counter() - started)
             raise error from None
         except Exception as exc:
-            message = redact(f"{type(exc).__name__}: {exc}", self._secrets())
-            error = ExtractionError(f"LLM call to {s.model} failed: {message}")
-            error.usage = Usage(calls=1, latency_s=time.perf_counter() - started)  # type: ignore[attr-defined]
-            raise error from None
+            classified = classify(exc, litellm, s, self._secrets())
+            sent = not isinstance(classified, ExtractorSetupError) or classified.sent
+            classified.usage = Usage(calls=int(sent), latency_s=time.perf_counter() - started)
+            if isinstance(classified, ExtractorSetupError) and classified.run_wide:
+                self._setup_error = classified
+            elif isinstance(classified, TransientExtractionError):
+                # the provider said when to come back: wait that long (bounded) before the
+                # task's retry, whose own backoff cannot know it
+                wait = _retry_after(exc)
+                if wait:
+                    await asyncio.sleep(wait)
+            raise classified from None
         latency = time.perf_counter() - started
-        choice = response.choices[0]
-        text = choice.message.content or ""
+        choices = getattr(response, "choices", None)
+        if not choices:
+            error = ExtractionError(
+                f"LLM call to {s.model} failed: the provider's answer has no choices "
+                f"({type(response).__name__})"
+            )
+            error.usage = Usage(calls=1, latency_s=latency)
+            raise error
+        choice = choices[0]
+        text = getattr(getattr(choice, "message", None), "content", None) or ""
         usage = getattr(response, "usage", None)
         cost: float | None = (getattr(response, "_hidden_params", None) or {}).get("response_cost")
         if cost is None:
