@@ -240,8 +240,12 @@ def summarize(results: list[ScopeResult], extractor: str) -> dict[str, Any]:
     }
 
 
-def _extractor(settings: Settings) -> Any:
+async def _extractor(settings: Settings) -> Any:
+    """The run's extractor, warmed in a thread: the first ``import litellm`` takes seconds (and
+    more on a busy machine), which must not stall the event loop while scopes hold connections
+    or transactions."""
     extractor = build_extractor(settings.llm)
+    await asyncio.to_thread(extractor.warm)
     if extractor.name == OfflineExtractor.name:
         get_run_logger().warning(
             "no LLM configured (AGENT_MEMORY_LLM_MODEL); using the built-in offline rule-based "
@@ -293,7 +297,7 @@ async def consolidate_scopes(
     ``AGENT_MEMORY_LLM_MAX_CONCURRENCY``), each under this run's claim; one result per scope
     that had work. ``extractor``: the run's, else one built from the settings."""
     settings = get_settings()
-    extractor = extractor or _extractor(settings)
+    extractor = extractor or await _extractor(settings)
     secrets = _secrets(settings)
     limit = asyncio.Semaphore(settings.llm.max_concurrency)
     embedder = await asyncio.to_thread(_embedder, settings)
@@ -352,7 +356,7 @@ async def run_consolidation(
     then the artifacts, and an event per failed scope."""
     window = run_window(params, window)
     settings = get_settings()
-    extractor = _extractor(settings)
+    extractor = await _extractor(settings)  # before any connection is open
     async with open_run_pool(settings) as pool:
         if scopes is None:
             scopes = await pending_scopes(pool, params, window)

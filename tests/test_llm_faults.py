@@ -9,6 +9,7 @@ job left 'running', facts only for completed scopes, the episodes of failed scop
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import socket
@@ -644,3 +645,39 @@ async def test_an_answer_with_nothing_in_it_says_what_happened(
     error = job_rows(db)[trio.marked_user]["error"]
     assert needle in error and "Expecting value" not in error.split("(")[0], error
     assert_nothing_half_written(db, completed=trio.calm, failed=[trio.marked_user])
+
+
+# ---- the first import of litellm: before the run opens connections, off the event loop ----------
+
+
+async def test_litellm_is_imported_before_the_run_opens_connections_and_off_the_event_loop(
+    llm_settings: Settings, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import flows.consolidation as consolidation_flows
+    from agent_memory.extraction import llm as llm_module
+
+    events: list[Any] = []
+    real_litellm, real_pool = llm_module._litellm, consolidation_flows.open_run_pool
+
+    def slow_first_import() -> Any:
+        if not any(isinstance(e, tuple) for e in events):
+            try:
+                asyncio.get_running_loop()
+                on_loop = True
+            except RuntimeError:
+                on_loop = False
+            events.append(("import", on_loop))  # where a 15 s import would have stalled
+        return real_litellm()
+
+    def recorded_pool(settings: Settings) -> Any:
+        events.append("pool")
+        return real_pool(settings)
+
+    monkeypatch.setattr(llm_module, "_litellm", slow_first_import)
+    monkeypatch.setattr(consolidation_flows, "open_run_pool", recorded_pool)
+    fake_llm.reset(lambda _r: Reply(CALM_ANSWER))
+
+    summary = await consolidate(llm_settings, Trio.new())
+
+    assert summary["completed"] == 3
+    assert events[:2] == [("import", False), "pool"]

@@ -73,6 +73,11 @@ class Extractor(Protocol):
         """Tokens ``text`` takes in this extractor's prompt (batches are cut by this)."""
         ...
 
+    def warm(self) -> None:
+        """Load what the first extraction would (imports, model metadata), so that a run does
+        it before it opens connections; blocking, so run it in a thread."""
+        ...
+
 
 def checksum(episodes: Sequence[Episode]) -> str:
     """SHA-256 of the episodes' messages (content only, not ids or times), as in the seed."""

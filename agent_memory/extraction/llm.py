@@ -72,6 +72,12 @@ class LLMExtractor:
         # a setting the provider refused: the run's other calls would fail the same way
         self._setup_error: ExtractorSetupError | None = None
 
+    def warm(self) -> None:
+        """Pay the one-time costs before a run opens connections: importing litellm (seconds,
+        more on a busy machine) and asking what the model takes. Call it off the event loop."""
+        _litellm()
+        self.structured()
+
     def structured(self) -> bool:
         """Whether litellm says this model takes a JSON schema for its answer (asked once)."""
         if self._structured is None:

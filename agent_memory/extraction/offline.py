@@ -419,6 +419,9 @@ class OfflineExtractor:
     name = "offline-rules"
     prompt_version = "rules-v5"
 
+    def warm(self) -> None:
+        """Nothing to load: the rules are compiled at import."""
+
     def count_tokens(self, text: str) -> int:
         """No model, no tokenizer: about four characters a token, as for English text."""
         return max(1, len(text) // 4)
