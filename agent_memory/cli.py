@@ -79,6 +79,8 @@ def _end_run(title: str, summary: dict[str, Any], line: str) -> None:
     if summary["results"]:
         console.print(_table(title, summary["results"]))
     console.print(line, highlight=False)
+    if summary.get("held_back"):
+        console.print(f"[yellow]{summary['held_back']}[/]", highlight=False)
     raise typer.Exit(1 if summary["failed"] else 0)
 
 

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from agent_memory.consolidation import ScopeClaims, ScopeResult, merge
 from agent_memory.db.connection import resolve
 from agent_memory.db.pool import open_pool
+from agent_memory.db.retries import HeldBack
 from agent_memory.decay import Reinforcement
 from agent_memory.embedding import TextEmbedder, make_embedder, vectors_ready
 from agent_memory.extraction import OfflineExtractor, build_extractor
@@ -36,9 +37,11 @@ from flows.params import ScopeParam
 from tasks.consolidation import (
     embed_facts,
     extract_facts,
+    find_held_back,
     find_pending_scopes,
     load_scope_batch,
     record_failure,
+    settle_abandoned_runs,
     write_scope,
 )
 
@@ -357,20 +360,28 @@ async def run_consolidation(
     window = run_window(params, window)
     settings = get_settings()
     extractor = await _extractor(settings)  # before any connection is open
+    held: HeldBack | None = None
     async with open_run_pool(settings) as pool:
+        await settle_abandoned_runs(pool)
         if scopes is None:
             scopes = await pending_scopes(pool, params, window)
+            if params.scope is None and (runtime.flow_run.run_count or 1) <= 1:
+                held = await find_held_back(pool)
         results = await consolidate_scopes(pool, scopes, params, window, on_batch, extractor)
-    return await publish(results, extractor.name, summary_key)
+    return await publish(results, extractor.name, summary_key, held)
 
 
 async def publish(
-    results: list[ScopeResult], extractor_name: str, summary_key: str = SUMMARY_KEY
+    results: list[ScopeResult],
+    extractor_name: str,
+    summary_key: str = SUMMARY_KEY,
+    held: HeldBack | None = None,
 ) -> dict[str, Any]:
     """The run's summary: its table artifact, a failures artifact and an event per failed
-    scope."""
+    scope. ``held``: the scopes with pending episodes the run left for later."""
     logger = get_run_logger()
     summary = summarize(results, extractor_name)
+    summary["held_back"] = held.note() if held is not None else None
     await acreate_table_artifact(
         table=summary["results"] or [{"scope": "-", "outcome": "nothing pending"}],
         key=summary_key,

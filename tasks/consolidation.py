@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-from prefect import get_run_logger, task
+from uuid import UUID
+
+from prefect import get_client, get_run_logger, task
+from prefect.states import Crashed
 from psycopg_pool import AsyncConnectionPool
 
 from agent_memory import consolidation as steps
 from agent_memory.consolidation import ScopeBatch, ScopeResult
+from agent_memory.db import jobs as job_repo
+from agent_memory.db import retries as retry_repo
+from agent_memory.db.retries import HeldBack
 from agent_memory.decay import DEFAULT_REINFORCEMENT, Reinforcement
 from agent_memory.embedding import (
     Embedded,
@@ -147,3 +153,48 @@ async def record_failure(
     result = await steps.fail(pool, scope, job_id, error, secrets, batch)
     get_run_logger().error("job %s failed; episodes stay pending: %s", job_id, result.error)
     return result
+
+
+@task(name="find-held-back-scopes", **STEP, **DB_RETRIES)
+async def find_held_back(pool: AsyncConnectionPool) -> HeldBack:
+    """The scopes with pending episodes this run leaves out (in backoff, or parked), said in
+    the run's log with the command that takes them now."""
+    async with pool.connection() as conn:
+        held = await retry_repo.held_back(conn)
+    note = held.note()
+    if note:
+        get_run_logger().warning("%s", note)
+    return held
+
+
+@task(name="settle-abandoned-runs", **STEP, **DB_RETRIES)
+async def settle_abandoned_runs(pool: AsyncConnectionPool) -> int:
+    """Mark Crashed in Prefect the runs that left jobs 'running' and are gone (killed, or
+    their machine died): Prefect cannot tell, and shows them Running forever otherwise. This
+    run, or the next of their scopes, takes their work over. Returns how many were marked."""
+    async with pool.connection() as conn:
+        jobs = await job_repo.abandoned(conn)
+    runs: dict[str, list[int]] = {}
+    for job in jobs:
+        if job.flow_run_id:
+            runs.setdefault(job.flow_run_id, []).append(job.id)
+    if not runs:
+        return 0
+    logger = get_run_logger()
+    marked = 0
+    async with get_client() as client:
+        for run_id, job_ids in runs.items():
+            try:
+                run = await client.read_flow_run(UUID(run_id))
+                if run.state is None or run.state.is_final():
+                    continue
+                message = (
+                    f"its process stopped while consolidating job(s) "
+                    f"{', '.join(map(str, job_ids))}; a later run takes their scopes over"
+                )
+                await client.set_flow_run_state(run.id, Crashed(message=message), force=True)
+                marked += 1
+                logger.warning("flow run %s (%s) marked Crashed: %s", run.name, run_id, message)
+            except Exception as exc:  # best effort: the jobs themselves are taken over anyway
+                logger.warning("could not mark flow run %s Crashed: %s", run_id, exc)
+    return marked

@@ -9,7 +9,9 @@ default data directory is under /var/lib rather than /root (see settings.default
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import threading
 import warnings
 from dataclasses import dataclass, field
@@ -91,6 +93,34 @@ def _embedded_dsn(settings: DatabaseSettings) -> str:
         return str(server.get_uri())
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
+def _forget_dead_users(data_dir: Path) -> None:
+    """Drop the processes that died without saying so from pgserver's list of the server's
+    users (``.handle_pids.json``): the last user to exit stops the server, and a process
+    killed with SIGKILL never leaves the list, so the server would run on for good."""
+    from pgserver.postgres_server import PostgresServer
+
+    users = data_dir / ".handle_pids.json"
+    with PostgresServer._lock:  # the lock pgserver itself takes around the list
+        try:
+            pids = json.loads(users.read_text())
+        except (OSError, ValueError):  # no list yet (or unreadable): pgserver starts afresh
+            return
+        alive = [pid for pid in pids if isinstance(pid, int) and _alive(pid)]
+        if alive != pids:
+            log.info("embedded PostgreSQL: forgetting %d dead user(s)", len(pids) - len(alive))
+            users.write_text(json.dumps(alive))
+
+
 def _start_embedded(data_dir: Path) -> Any:
     try:
         with warnings.catch_warnings():
@@ -103,6 +133,7 @@ def _start_embedded(data_dir: Path) -> Any:
         ) from exc
     try:
         data_dir.parent.mkdir(parents=True, exist_ok=True)
+        _forget_dead_users(data_dir)
         log.info("starting embedded PostgreSQL in %s", data_dir)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

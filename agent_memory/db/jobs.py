@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
 
 from agent_memory.db.fragments import SCOPE_MATCH
+from agent_memory.errors import InvalidScopeError
 from agent_memory.extraction.base import Usage
 from agent_memory.models import ConsolidationJob, JobStatus, Scope
 
@@ -46,6 +48,26 @@ UPDATE agent_memory.consolidation_jobs
 SET status = 'failed', finished_at = now(), error = %(error)s
 WHERE {SCOPE_MATCH} AND status = 'running'
 RETURNING id
+"""
+
+# A run holds each scope it consolidates by a session advisory lock (ScopeClaims in
+# agent_memory.consolidation), which PostgreSQL releases when the run's process dies: a job still
+# 'running' whose scope nobody holds was left by a run that is gone. pg_locks shows a bigint
+# advisory key as its high and low 32 bits (classid, objid) with objsubid 1.
+_UNCLAIMED = """NOT EXISTS (
+    SELECT 1 FROM pg_locks l
+    WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+      AND l.classid::bigint = (hashtextextended(j.scope_key, 7103) >> 32) & 4294967295
+      AND l.objid::bigint = hashtextextended(j.scope_key, 7103) & 4294967295)"""
+
+ABANDONED = f"""
+SELECT j.id, j.user_id, j.agent_id, j.workflow_id, j.flow_run_id
+FROM agent_memory.consolidation_jobs j
+WHERE j.status = 'running' AND (%(ids)s::bigint[] IS NULL OR j.id = ANY(%(ids)s))
+  AND {_UNCLAIMED}
+ORDER BY j.id
+LIMIT %(limit)s
 """
 
 LIST = f"""
@@ -118,6 +140,32 @@ async def abandon_running(
     """Fail the scope's jobs left 'running' by a run that died; returns their ids."""
     cur = await conn.execute(ABANDON, {**scope.as_dict(), "error": takeover})
     return [int(r[0]) for r in await cur.fetchall()]
+
+
+@dataclass(frozen=True)
+class AbandonedJob:
+    """A job left 'running' by a run that is gone (no session holds its scope's claim)."""
+
+    id: int
+    scope: Scope
+    flow_run_id: str | None
+
+
+async def abandoned(
+    conn: psycopg.AsyncConnection[Any], limit: int = 10_000, ids: list[int] | None = None
+) -> list[AbandonedJob]:
+    """Jobs left 'running' by runs that died (killed, crashed, lost the database), oldest
+    first (only those of ``ids`` if given). A later run of their scope fails them as it takes
+    the scope over."""
+    cur = await conn.execute(ABANDONED, {"limit": limit, "ids": ids})
+    found = []
+    for job_id, user_id, agent_id, workflow_id, flow_run_id in await cur.fetchall():
+        try:
+            scope = Scope(user_id, agent_id, workflow_id)
+        except InvalidScopeError:  # written around the library; nothing to consolidate it with
+            continue
+        found.append(AbandonedJob(int(job_id), scope, str(flow_run_id) if flow_run_id else None))
+    return found
 
 
 async def get(conn: psycopg.AsyncConnection[Any], job_id: int) -> ConsolidationJob | None:

@@ -9,6 +9,7 @@ from typing import Any
 import psycopg
 
 from agent_memory.db.fragments import SCOPE_MATCH
+from agent_memory.db.jobs import abandoned
 from agent_memory.errors import InvalidJobError, InvalidScopeError
 from agent_memory.models import Scope
 
@@ -58,6 +59,57 @@ JOB_SCOPES = """
 SELECT id, status, user_id, agent_id, workflow_id FROM agent_memory.consolidation_jobs
 WHERE id = ANY(%(job_ids)s)
 """
+
+
+# the scopes with pending episodes that a run does not take now: waiting out their backoff, or
+# parked until an operator retries them
+HELD_BACK = """
+SELECT count(*) FILTER (WHERE NOT r.parked),
+       min(r.next_attempt_at) FILTER (WHERE NOT r.parked),
+       count(*) FILTER (WHERE r.parked)
+FROM agent_memory.scope_retries r
+WHERE (r.parked OR r.next_attempt_at > now())
+  AND EXISTS (SELECT 1 FROM agent_memory.episodes e
+              WHERE e.scope_key = r.scope_key AND NOT e.consolidated)
+"""
+
+
+@dataclass(frozen=True)
+class HeldBack:
+    """Scopes with pending episodes that a scheduled run leaves for later, and why."""
+
+    waiting: int = 0  # their last attempt failed: they wait out its backoff
+    next_attempt_at: datetime | None = None  # the first of them due
+    parked: int = 0  # failed too often: they wait for an operator
+
+    def note(self) -> str | None:
+        """What an operator reads: how many wait, until when, and the command that takes
+        them now (None when no scope is held back)."""
+        parts = []
+        if self.waiting:
+            at = (
+                self.next_attempt_at.strftime("%Y-%m-%d %H:%M:%S UTC")
+                if self.next_attempt_at
+                else "?"
+            )
+            parts.append(
+                f"{self.waiting} scope(s) with pending episodes wait out their retry backoff "
+                f"(the first due {at})"
+            )
+        if self.parked:
+            parts.append(f"{self.parked} scope(s) are parked after failing too often")
+        if not parts:
+            return None
+        return "; ".join(parts) + ": `agent-memory jobs retry --all` consolidates them now"
+
+
+async def held_back(conn: psycopg.AsyncConnection[Any]) -> HeldBack:
+    """The scopes with pending episodes a run without ``include_waiting`` leaves out."""
+    cur = await conn.execute(HELD_BACK)
+    row = await cur.fetchone()
+    if row is None:
+        return HeldBack()
+    return HeldBack(int(row[0] or 0), row[1], int(row[2] or 0))
 
 
 @dataclass(frozen=True)
@@ -127,18 +179,28 @@ async def reset_all(conn: psycopg.AsyncConnection[Any]) -> list[Scope]:
 
 
 async def retryable(conn: psycopg.AsyncConnection[Any], job_ids: list[int]) -> list[Scope]:
-    """The scopes of these jobs, each of which must exist and have failed (or be dead).
+    """The scopes of these jobs, each of which must exist and have failed (or be dead), or be
+    left 'running' by a run that is gone.
 
-    Raises :class:`InvalidJobError` naming a job id that does not exist or did not fail.
+    Raises :class:`InvalidJobError` naming a job id that does not exist, or cannot be retried
+    and why.
     """
     cur = await conn.execute(JOB_SCOPES, {"job_ids": job_ids})
     found = {int(r[0]): r for r in await cur.fetchall()}
+    orphans = {job.id for job in await abandoned(conn, ids=job_ids)}
     for job_id in job_ids:
         if job_id not in found:
             raise InvalidJobError(f"job {job_id} does not exist")
-        if found[job_id][1] not in ("failed", "dead"):
+        status = found[job_id][1]
+        if status == "running" and job_id not in orphans:
             raise InvalidJobError(
-                f"job {job_id} is {found[job_id][1]}; only failed or dead jobs can be retried"
+                f"job {job_id} is running: a live run holds its scope (retry it once that run "
+                "has finished or stopped)"
+            )
+        if status not in ("failed", "dead", "running"):
+            raise InvalidJobError(
+                f"job {job_id} is {status}; only failed or dead jobs, or running ones whose run "
+                "is gone, can be retried"
             )
     return list(dict.fromkeys(_scopes([found[j][2:] for j in job_ids])))
 
