@@ -95,6 +95,11 @@ def restart_database(pg_server: dict[str, Any]) -> Callable[[], None]:
             user=server.system_user,
             timeout=120,
         )
+        # pgserver stops the server it started at the session's end: tell it of the new one,
+        # or the restarted server would outlive the session
+        from pgserver.postgres_server import PostmasterInfo
+
+        server._postmaster_info = PostmasterInfo.read_from_pgdata(server.pgdata)
 
     return restart
 
