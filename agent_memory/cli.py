@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from datetime import UTC, date, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -28,8 +29,11 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console()
-errors = Console(stderr=True)
+# Piped or redirected output has no terminal width: rich would squeeze tables (and wrap
+# messages) to 80 columns. Lines stay whole there, and tables get room.
+_PIPED_WIDTH = 250
+console = Console(soft_wrap=True, width=None if sys.stdout.isatty() else _PIPED_WIDTH)
+errors = Console(stderr=True, soft_wrap=True, width=None if sys.stderr.isatty() else _PIPED_WIDTH)
 
 UserOpt = Annotated[str | None, typer.Option("--user", help="user_id of the scope")]
 AgentOpt = Annotated[str | None, typer.Option("--agent", help="agent_id of the scope")]
@@ -45,6 +49,32 @@ def _private_defaults(*, quiet: bool = False) -> None:
     if quiet:
         os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
         os.environ.setdefault("PREFECT_LOGGING_ROOT_LEVEL", "ERROR")
+
+
+def _flow_server() -> None:
+    """Point this command's flow runs at a Prefect server: the one Prefect is configured with
+    (PREFECT_API_URL, or its profile), else the local one kept in the background (started by
+    the first command that needs it; see :mod:`deployments.local_server`), unless
+    AGENT_MEMORY_PREFECT_SERVER=ephemeral asks for Prefect's own server per command."""
+    from prefect.context import refresh_global_settings_context
+    from prefect.settings import PREFECT_API_URL
+
+    from agent_memory.settings import PrefectSettings
+
+    settings = PrefectSettings()
+    if settings.server == "ephemeral":
+        if "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS" not in os.environ:
+            # Prefect's own deadline (20 s) is too short for a loaded machine
+            timeout = str(int(settings.start_timeout_s))
+            os.environ["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = timeout
+            refresh_global_settings_context()
+        return
+    if PREFECT_API_URL.value():
+        return
+    from deployments.local_server import ensure
+
+    os.environ["PREFECT_API_URL"] = ensure(settings)
+    refresh_global_settings_context()
 
 
 def _scope(user: str | None, agent: str | None, workflow: str | None) -> Scope | None:
@@ -91,6 +121,7 @@ def demo() -> None:
     from agent_memory import demo as demo_module
 
     try:
+        _flow_server()
         failed = asyncio.run(demo_module.run(console, _settings()))
     except AgentMemoryError as exc:
         raise _fail(exc) from None
@@ -129,6 +160,7 @@ def consolidate(
     try:
         scope = _scope(user, agent, workflow)
         _settings()
+        _flow_server()
         from flows.consolidation import ConsolidationParams, consolidation_flow
         from flows.outcome import run_for_summary
 
@@ -174,6 +206,7 @@ def decay(
     try:
         scope = _scope(user, agent, workflow)
         _settings()
+        _flow_server()
         from flows.decay import DecayParams, decay_flow
 
         params = DecayParams(
@@ -251,6 +284,7 @@ def embed(
     _private_defaults()
     try:
         _settings()
+        _flow_server()
         from flows.embeddings import EmbedParams, reembed_flow
 
         summary = asyncio.run(reembed_flow(EmbedParams(limit=limit, retry_rejected=retry_rejected)))
@@ -452,6 +486,7 @@ def jobs_retry(
         settings = _settings()
         if job:
             asyncio.run(_check_retryable(settings, job))
+        _flow_server()
         from flows.outcome import run_for_summary
         from flows.retry import RetryParams, retry_flow
 
@@ -555,6 +590,47 @@ def serve(
     finally:
         if server is not None:
             server.stop()
+
+
+server_app = typer.Typer(
+    help="The local Prefect server commands start in the background when no PREFECT_API_URL "
+    "is set.",
+    no_args_is_help=True,
+)
+app.add_typer(server_app, name="server")
+
+
+@server_app.command("status")
+def server_status() -> None:
+    """Say whether the background Prefect server runs, and where its UI is."""
+    from deployments.local_server import healthy, prefect_home, read_state
+
+    server = read_state(prefect_home())
+    if server is None:
+        console.print(
+            "no background Prefect server runs (the next command that runs a flow starts one)",
+            highlight=False,
+        )
+        raise typer.Exit(1)
+    state = "healthy" if healthy(server.api_url) else "not answering"
+    console.print(
+        f"Prefect server and UI: {server.url} ({state}; keeper pid {server.pid}, log {server.log})",
+        highlight=False,
+    )
+
+
+@server_app.command("stop")
+def server_stop() -> None:
+    """Stop the background Prefect server (its runs' history stays in PREFECT_HOME)."""
+    from deployments.local_server import stop
+
+    server = stop()
+    console.print(
+        f"stopped the Prefect server at {server.url}"
+        if server
+        else "no background Prefect server runs",
+        highlight=False,
+    )
 
 
 backfill_app = typer.Typer(help="Import and consolidate historical conversations.")
@@ -731,6 +807,7 @@ def backfill_run(
         settings = _settings()
         database = resolve(settings.db)
         setup_schema(database, settings.memory)
+        _flow_server()
         from flows.backfill import BackfillParams, backfill_flow
         from flows.outcome import run_for_summary
 

@@ -335,6 +335,30 @@ class JobSettings(BaseSettings):
     backoff_max_s: float = Field(default=6 * 3600.0, ge=0.0, le=7 * 86_400.0)
 
 
+class PrefectSettings(BaseSettings):
+    """Which Prefect server the command line's runs report to when PREFECT_API_URL is unset."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="AGENT_MEMORY_PREFECT_", env_file=".env", extra="ignore"
+    )
+
+    server: Literal["background", "ephemeral"] = Field(
+        default="background",
+        description="background: start one local server (UI included) on the first command "
+        "that runs a flow and reuse it; ephemeral: Prefect's own server for each command",
+    )
+    port: int = Field(default=4200, ge=1, le=65535, description="the background server's port")
+    start_timeout_s: float = Field(
+        default=180.0, gt=0, le=3600, description="how long a command waits for it to start"
+    )
+    idle_s: float = Field(
+        default=3600.0,
+        ge=60,
+        le=30 * 86_400,
+        description="the background server stops after this long without a command",
+    )
+
+
 class Settings(BaseModel):
     """All settings; each part reads its own environment variables."""
 
@@ -343,6 +367,7 @@ class Settings(BaseModel):
     memory: MemorySettings = Field(default_factory=MemorySettings)
     jobs: JobSettings = Field(default_factory=JobSettings)
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    prefect: PrefectSettings = Field(default_factory=PrefectSettings)
 
 
 _override: Settings | None = None

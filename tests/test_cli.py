@@ -30,7 +30,8 @@ def cli_env(database_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
 
 @pytest.mark.slow
 def test_demo_passes_every_step_on_the_embedded_default(tmp_path: Path) -> None:
-    """As a user runs it: no DATABASE_URL (embedded PostgreSQL), no PREFECT_API_URL (ephemeral)."""
+    """As a user runs it: no DATABASE_URL (embedded PostgreSQL), no PREFECT_API_URL (a local
+    server started in the background)."""
     env = {
         k: v
         for k, v in os.environ.items()
@@ -59,6 +60,25 @@ def test_demo_passes_every_step_on_the_embedded_default(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
     assert "database: embedded PostgreSQL" in result.stdout
     assert (tmp_path / "pgdata" / "PG_VERSION").exists()
+    # the demo started a Prefect server in the background; the next command reuses it
+    from deployments import local_server
+
+    home = tmp_path / "prefect"
+    try:
+        server = local_server.read_state(home)
+        assert server is not None and local_server.healthy(server.api_url)
+        again = subprocess.run(
+            [sys.executable, "-m", "agent_memory.cli", "consolidate"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert local_server.read_state(home) == server
+    finally:
+        local_server.stop(home)
 
 
 def test_migrate_is_idempotent(cli_env: str) -> None:

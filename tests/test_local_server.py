@@ -1,0 +1,104 @@
+"""The local Prefect server the command line starts in the background when no PREFECT_API_URL
+is set: started once, reused by the next commands, stopped on request or when idle, and a
+start that fails is one line saying what to do."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from agent_memory.errors import PrefectServerError
+from agent_memory.settings import PrefectSettings
+from deployments import local_server
+from deployments.server import free_port
+from tests.processes import ROOT
+
+
+def wait_for(condition: object, what: str, within: float = 120.0) -> None:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if condition():  # type: ignore[operator]
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{what}: not after {within} s")
+
+
+@pytest.mark.slow
+def test_the_server_is_started_once_reused_then_stopped(tmp_path: Path) -> None:
+    settings = PrefectSettings(port=free_port())
+    home = tmp_path / "prefect"
+    try:
+        api = local_server.ensure(settings, home)
+        first = local_server.read_state(home)
+        assert first is not None and first.api_url == api and local_server.healthy(api)
+        assert local_server.ensure(settings, home) == api  # reused: the same keeper
+        assert local_server.read_state(home) == first
+    finally:
+        stopped = local_server.stop(home)
+    assert stopped == first
+    assert not local_server.healthy(api)
+    assert local_server.read_state(home) is None and not (home / local_server.STATE).exists()
+
+
+@pytest.mark.slow
+def test_an_idle_server_stops_by_itself(tmp_path: Path) -> None:
+    home = tmp_path / "prefect"
+    home.mkdir()
+    keeper = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "deployments.local_server",
+            "keep",
+            "--port",
+            str(free_port()),
+            "--idle",
+            "1",
+            "--timeout",
+            "180",
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PREFECT_HOME": str(home)},
+    )
+    try:
+        wait_for(lambda: local_server.read_state(home) is not None, "the server started")
+        server = local_server.read_state(home)
+        assert server is not None
+        keeper.wait(timeout=120)  # nobody touched it: idle, it stops
+        assert keeper.returncode == 0
+        assert not local_server.healthy(server.api_url)
+    finally:
+        if keeper.poll() is None:
+            keeper.kill()
+
+
+def test_a_server_that_cannot_start_is_one_line_saying_what_to_do(
+    tmp_path: Path, database_url: str
+) -> None:
+    with pytest.raises(PrefectServerError, match="could not start a local Prefect server"):
+        local_server.ensure(PrefectSettings(port=free_port(), start_timeout_s=0.05), tmp_path)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
+    env.update(
+        DATABASE_URL=database_url,
+        PREFECT_HOME=str(tmp_path / "cli"),
+        AGENT_MEMORY_PREFECT_START_TIMEOUT_S="0.05",
+        AGENT_MEMORY_PREFECT_PORT=str(free_port()),
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "agent_memory.cli", "consolidate"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    [line] = [x for x in result.stderr.splitlines() if x.strip()]
+    assert line.startswith("error: could not start a local Prefect server on port ")
+    assert "set PREFECT_API_URL=" in line and "AGENT_MEMORY_PREFECT_START_TIMEOUT_S" in line
+    assert local_server.read_state(tmp_path / "cli") is None  # nothing left running
