@@ -191,3 +191,21 @@ def llm_settings(settings: Settings, fake_llm: FakeLLM) -> Iterator[Settings]:
     use_settings(s)
     yield s
     use_settings(settings)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Each test's kind, from what it uses: ``system`` (Prefect flow runs, or processes and
+    servers of its own: marked so by hand), else ``db`` (a real PostgreSQL), else ``unit``.
+    ``pytest -m "not system"`` is the fast lane; CI runs everything."""
+    for item in items:
+        fixtures = getattr(item, "fixturenames", ())
+        if (
+            "prefect_harness" in fixtures
+            or item.get_closest_marker("slow")
+            or item.get_closest_marker("system")
+        ):
+            item.add_marker(pytest.mark.system)
+        elif "pg_server" in fixtures:
+            item.add_marker(pytest.mark.db)
+        else:
+            item.add_marker(pytest.mark.unit)

@@ -304,6 +304,7 @@ BACKFILL = (
 
 
 @pytest.mark.usefixtures("prefect_harness")
+@pytest.mark.system
 def test_an_interrupted_backfill_resumes_without_redoing_work(
     llm_settings: Settings, fake_llm: FakeLLM, db: psycopg.Connection[Any], tmp_path: Path
 ) -> None:

@@ -53,6 +53,7 @@ print(json.dumps({
 """
 
 
+@pytest.mark.system
 def test_the_local_model_loads_and_embeds_with_no_network_call(tmp_path: Path) -> None:
     # an empty home: nothing cached from an earlier download can stand in for the wheel's files
     env = {
@@ -116,6 +117,7 @@ asyncio.run(main())
 """
 
 
+@pytest.mark.system
 async def test_the_first_inject_of_a_process_is_ranked_by_meaning(
     manager: MemoryManager, settings: Settings, db: psycopg.Connection[Any]
 ) -> None:

@@ -18,6 +18,8 @@ from deployments import local_server
 from deployments.server import free_port
 from tests.processes import ROOT
 
+pytestmark = pytest.mark.system
+
 
 def wait_for(condition: object, what: str, within: float = 120.0) -> None:
     deadline = time.monotonic() + within

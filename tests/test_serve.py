@@ -19,6 +19,8 @@ from deployments.schedules import SCHEDULES
 from deployments.server import free_port, prefect_database_url
 from tests.prefect_api import api, wait_for
 
+pytestmark = pytest.mark.system
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

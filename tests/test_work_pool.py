@@ -24,6 +24,8 @@ from tests.fake_llm import FakeLLM, Reply, facts_answer
 from tests.prefect_api import api, wait_for
 from tests.system_postgres import system_bindir, system_postgres
 
+pytestmark = pytest.mark.system
+
 ROOT = Path(__file__).resolve().parent.parent
 PREFECT = str(Path(sys.executable).with_name("prefect"))
 USERS = ("pool-a", "pool-b", "pool-c")
