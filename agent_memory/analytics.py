@@ -222,7 +222,8 @@ def report(
             facts=pl.len(),
             mean_importance=pl.col("importance").mean(),
             expiring_7d=(pl.col("days_left") <= 7).sum(),
-            next_expiry_days=pl.col("days_left").min(),
+            # a fact already below the threshold is purged by the next decay: due now, 0
+            next_expiry_days=pl.col("days_left").min().clip(lower_bound=0),
         )
         .sort(
             ["facts", "user_id", "agent_id", "workflow_id"],

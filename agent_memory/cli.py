@@ -47,7 +47,9 @@ def _private_defaults(*, quiet: bool = False) -> None:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
     if quiet:
-        os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+        # a quiet terminal, not a quiet UI: only the console handler is raised, so the run's
+        # INFO records still go to the Prefect API (the UI's logs tab)
+        os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
         os.environ.setdefault("PREFECT_LOGGING_ROOT_LEVEL", "ERROR")
 
 

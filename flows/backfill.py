@@ -74,6 +74,8 @@ def _run_name() -> str:
         return value.date().isoformat() if value else "…"
 
     where = scope.to_scope().label if scope else "all scopes"
+    if since is None and until is None:
+        return f"backfill [all time, {where}]"
     return f"backfill [{day(since)} to {day(until)}, {where}]"
 
 

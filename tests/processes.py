@@ -12,12 +12,17 @@ from agent_memory.settings import Settings
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_python(code: str, settings: Settings, **extra_env: str) -> subprocess.CompletedProcess[str]:
+def run_python(
+    code: str, settings: Settings, unset: tuple[str, ...] = (), **extra_env: str
+) -> subprocess.CompletedProcess[str]:
     """Run ``code`` in a fresh interpreter against this test's database, LLM and Prefect
-    server; a SIGKILLed child returns -9."""
+    server, without the environment variables named in ``unset``; a SIGKILLed child returns
+    -9."""
     from prefect.settings import PREFECT_API_URL
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API") and k not in unset
+    }
     env.update(
         DATABASE_URL=settings.db.url.get_secret_value(),  # type: ignore[union-attr]
         PREFECT_API_URL=str(PREFECT_API_URL.value()),

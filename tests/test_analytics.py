@@ -271,3 +271,24 @@ def test_scope_key_decodes_to_its_parts(db: psycopg.Connection[Any]) -> None:
         assert analytics._scope_parts(key) == parts, key
     with pytest.raises(ValueError, match="not a scope_key"):
         analytics._scope_parts("'a',NULL")
+
+
+def test_a_fact_already_below_the_threshold_is_due_now_not_days_ago() -> None:
+    from agent_memory.decay import day_index
+
+    on = date(2026, 12, 1)
+    day = day_index(on)
+    frame = pl.DataFrame(
+        {
+            "user_id": ["u", "u"],
+            "agent_id": [None, None],
+            "workflow_id": [None, None],
+            # one fell below the threshold 5 days ago (decay has not run since), one in 9 days
+            "expires_day": [float(day - 6), float(day + 8)],
+            "half_life": [13.5, 13.5],
+        },
+        schema=analytics.FRAME_SCHEMA,
+    )
+    report = analytics.report(frame, as_of=on, purge_below=0.05, purged=0)
+    assert report.scopes[0]["next_expiry_days"] == 0  # the next decay purges it
+    assert {r["within_days"]: r["expiring"] for r in report.expiry}[7] == 1

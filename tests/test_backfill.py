@@ -430,3 +430,17 @@ def test_threads_that_do_not_fit_the_pattern_are_named(
         fresh = psycopg.conninfo.make_conninfo(database_url)  # a database without a saver
         db.execute("DROP TABLE IF EXISTS checkpoints CASCADE")
         import_checkpoints(db, fresh)
+
+
+@pytest.mark.usefixtures("prefect_harness")
+async def test_a_backfill_with_no_window_is_named_for_all_time(settings: Settings) -> None:
+    from prefect import get_client
+    from prefect.client.schemas.sorting import FlowRunSort
+
+    from flows.backfill import BackfillParams, backfill_flow
+    from flows.outcome import run_for_summary
+
+    await run_for_summary(backfill_flow, BackfillParams())
+    async with get_client() as client:
+        [run] = await client.read_flow_runs(sort=FlowRunSort.START_TIME_DESC, limit=1)
+    assert run.name == "backfill [all time, all scopes]"

@@ -244,3 +244,37 @@ def test_backfill_checkpoints_from_a_langgraph_saver(
     )
     assert result.exit_code == 2 and "must name groups among user_id" in result.output
     assert db.execute("SELECT user_id FROM agent_memory.episodes").fetchall() == [("carol",)]
+
+
+@pytest.mark.system
+@pytest.mark.usefixtures("prefect_harness")
+async def test_a_quiet_terminal_still_sends_the_runs_logs_to_the_ui(settings: Any) -> None:
+    from prefect import get_client
+    from prefect.client.schemas.filters import (
+        FlowRunFilter,
+        FlowRunFilterName,
+        LogFilter,
+        LogFilterFlowRunId,
+    )
+
+    from tests.processes import run_python
+
+    done = run_python(
+        "import sys\nfrom agent_memory.cli import main\n"
+        "sys.argv = ['agent-memory', 'jobs', 'retry', '--all']\nmain()\n",
+        settings,
+        unset=("PREFECT_LOGGING_LEVEL",),  # as a user has it: Prefect's default, INFO
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "failed scope(s) to retry" not in done.stderr  # the terminal stays quiet...
+    async with get_client() as client:
+        runs = await client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(name=FlowRunFilterName(any_=["retry [all failed]"]))
+        )
+        logs = await client.read_logs(
+            LogFilter(flow_run_id=LogFilterFlowRunId(any_=[r.id for r in runs]))
+        )
+    # ...while the UI gets the run's INFO records too
+    assert any("0 failed scope(s) to retry" in log.message for log in logs), [
+        log.message for log in logs
+    ]
