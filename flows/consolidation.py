@@ -223,6 +223,21 @@ async def _one_batch(
             return ScopeResult(scope, "failed", job_id, error=redact(str(exc), secrets))
 
 
+_SHORT_ERROR = 80  # characters of the error in the narrow summary table
+
+
+def _narrow(row: dict[str, Any]) -> dict[str, Any]:
+    """A summary row for the table operators read first: scope, outcome, facts, cost, error."""
+    error = str(row.get("error") or "")
+    return {
+        "scope": row["scope"],
+        "outcome": row["outcome"],
+        "facts": row["facts_created"],
+        "cost_usd": row["cost_usd"],
+        "error": error if len(error) <= _SHORT_ERROR else error[: _SHORT_ERROR - 1] + "\u2026",
+    }
+
+
 def summarize(results: list[ScopeResult], extractor: str) -> dict[str, Any]:
     outcomes = ("completed", "skipped", "failed", "busy")
     counts = {o: sum(r.outcome == o for r in results) for o in outcomes}
@@ -382,26 +397,48 @@ async def publish(
     logger = get_run_logger()
     summary = summarize(results, extractor_name)
     summary["held_back"] = held.note() if held is not None else None
+    cost = summary["cost_usd"]
+    spent = f", ${cost:.4f}" if cost is not None else ""
     await acreate_table_artifact(
-        table=summary["results"] or [{"scope": "-", "outcome": "nothing pending"}],
+        # narrow enough to read without scrolling; every column is in the details artifact
+        table=[_narrow(r) for r in summary["results"]]
+        or [{"scope": "-", "outcome": "nothing pending"}],
         key=summary_key,
         description=(
             f"{summary['scopes']} scope(s): {summary['completed']} completed, "
             f"{summary['skipped']} skipped, {summary['failed']} failed, {summary['busy']} busy; "
             f"{summary['facts_created']} new fact(s), extractor {extractor_name}; "
-            f"{summary['llm_calls']} LLM call(s), {summary['prompt_tokens']} tokens in, "
-            f"{summary['completion_tokens']} out"
+            f"{summary['llm_calls']} LLM call(s){spent}"
+            + (f". {summary['held_back']}" if summary["held_back"] else "")
         ),
     )
+    if summary["results"]:
+        await acreate_table_artifact(
+            table=summary["results"],
+            key=f"{summary_key}-details",
+            description="every figure of each scope: batches, facts by kind of change, "
+            "tokens, cost and the whole error",
+        )
     if summary["failed"]:
         failed = "\n".join(
             f"- `{r['scope']}` (job {r['job']}): {r['error']}"
             for r in summary["results"]
             if r["outcome"] == "failed"
         )
+        jobs = " ".join(
+            f"--job {r['job']}"
+            for r in summary["results"]
+            if r["outcome"] == "failed" and r["job"] is not None
+        )
         await acreate_markdown_artifact(
             markdown="## Failed scopes\n\nTheir episodes stay pending for the next run.\n\n"
-            + failed,
+            + failed
+            + "\n\n## To retry them now\n\n"
+            + "Prefect's **Retry** on this run redoes only its failed scopes, at once; or, "
+            + "from a shell with the same settings:\n\n"
+            + f"```\nagent-memory jobs retry {jobs or '--all'}\n```\n\n"
+            + "A scope that fails again waits a doubling backoff, and after "
+            + "`AGENT_MEMORY_JOB_ATTEMPTS` failures in a row is parked until retried so.",
             key="memory-consolidation-failures",
         )
         logger.error(

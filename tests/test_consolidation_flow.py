@@ -11,7 +11,7 @@ import pytest
 
 from agent_memory import MemoryManager, Scope
 from agent_memory.decay import today
-from agent_memory.settings import Settings
+from agent_memory.settings import Settings, use_settings
 from flows.consolidation import SUMMARY_KEY, ConsolidationParams, consolidation_flow
 from flows.outcome import run_for_summary
 from tests.fake_llm import FakeLLM, Reply
@@ -78,6 +78,32 @@ async def test_summary_artifact_lists_each_scope(manager: MemoryManager) -> None
     rows = json.loads(artifact.data) if isinstance(artifact.data, str) else artifact.data
     assert sorted(r["scope"] for r in rows) == ["user=art-1", "user=art-2 agent=bot"]
     assert {r["outcome"] for r in rows} == {"completed"}
+    # narrow: what an operator reads first; every figure is in the details artifact
+    assert all(list(r) == ["scope", "outcome", "facts", "cost_usd", "error"] for r in rows)
+    details = await Artifact.aget(f"{SUMMARY_KEY}-details")
+    assert details is not None
+    full = json.loads(details.data) if isinstance(details.data, str) else details.data
+    assert {"batches", "tokens_in", "tokens_out", "llm_calls", "extractor"} <= set(full[0])
+
+
+async def test_the_summary_says_what_the_run_cost_in_dollars(
+    llm_settings: Settings, fake_llm: FakeLLM
+) -> None:
+    from prefect.artifacts import Artifact
+
+    priced = llm_settings.model_copy(
+        update={"llm": llm_settings.llm.model_copy(update={"model": "openai/gpt-4o-mini"})}
+    )
+    use_settings(priced)
+    manager = await MemoryManager.create(settings=priced, migrate=False)
+    try:
+        await manager.record(Scope(user_id="priced"), TALK)
+        summary = await manager.consolidate()
+    finally:
+        await manager.close()
+    assert summary["cost_usd"] and summary["cost_usd"] > 0  # litellm's price for the model
+    artifact = await Artifact.aget(SUMMARY_KEY)
+    assert artifact is not None and f"${summary['cost_usd']:.4f}" in str(artifact.description)
 
 
 async def test_only_the_requested_scope_is_consolidated(

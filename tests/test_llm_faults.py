@@ -133,10 +133,10 @@ async def consolidate(settings: Settings, trio: Trio, marked_text: str | None = 
 def job_rows(db: psycopg.Connection[Any]) -> dict[str, dict[str, Any]]:
     rows = db.execute(
         """SELECT user_id, status, error, episodes_processed, facts_created, llm_calls,
-                  flow_run_id
+                  flow_run_id, id
            FROM agent_memory.consolidation_jobs ORDER BY id"""
     ).fetchall()
-    names = ("status", "error", "episodes", "facts", "llm_calls", "flow_run_id")
+    names = ("status", "error", "episodes", "facts", "llm_calls", "flow_run_id", "id")
     jobs: dict[str, dict[str, Any]] = {}
     for user, *values in rows:
         assert user not in jobs, f"more than one job for {user}"
@@ -353,6 +353,9 @@ async def test_permanent_fault_fails_only_the_marked_scope_without_retry(
     assert failed_row["scope"] == trio.marked.label and needle in failed_row["error"]
     artifact = await failures_artifact()
     assert trio.marked.label in artifact and needle in artifact
+    job = job_rows(db)[trio.marked_user]
+    assert "Prefect's **Retry** on this run" in artifact  # and how to retry it from a shell
+    assert f"agent-memory jobs retry --job {job['id']}" in artifact
     assert not any(label in artifact for label in (trio.calm_a.label, trio.calm_b.label))
     # the failed content was not cached: the next run asks the model again, and now succeeds
     fake_llm.reset(lambda r: Reply(MARKED_ANSWER if is_marked(r) else CALM_ANSWER))
