@@ -15,7 +15,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, cast
 
-from prefect import flow, get_run_logger, runtime
+from prefect import allow_failure, flow, get_run_logger, runtime
 from prefect.artifacts import acreate_markdown_artifact, acreate_table_artifact
 from prefect.events import emit_event
 from prefect.utilities.annotations import quote
@@ -50,6 +50,24 @@ SUMMARY_KEY = "memory-consolidation-summary"
 OnBatch = Callable[[ScopeResult], Awaitable[None]]
 
 T = TypeVar("T")
+
+
+async def _state(call: Any) -> Any:
+    """The State of an async task called with ``return_state=True`` (Prefect's types say the
+    call gives the State itself; for an async task it gives a coroutine of it)."""
+    return await call
+
+
+def _link(state: Any) -> Any:
+    """``state`` without its result, to name as a later step's ``wait_for``: the UI draws the
+    edge from the task run it names, and Prefect does not walk the result (a whole batch; and
+    it matches results by ``id()``, so a walked batch links unrelated scopes' steps)."""
+    # Prefect reads a wait_for state's result: a token of its own stands in for the batch
+    return state.model_copy(update={"data": _Done()})
+
+
+class _Done:
+    """The result a linked step's state carries (a fresh object: nothing else has its id)."""
 
 
 def _opaque(value: T) -> T:
@@ -196,28 +214,60 @@ async def _one_batch(
     """Load, extract and write the scope's next batch; None when nothing is pending."""
     label = scope.label
     batch = None
+    # each step waits for the states of the steps before it: the UI's task graph draws
+    # load -> extract -> write (the batch itself travels opaque, not walked by Prefect)
+    upstream: list[Any] = []
     try:
-        batch = await load_scope_batch(
-            pool,
-            scope,
-            extractor,
-            runtime.flow_run.id,
-            params.max_episodes_per_scope,
-            label,
-            token_budget,
-            window,
-            params.decay_from,
+        loaded = await _state(
+            load_scope_batch(
+                pool,
+                scope,
+                extractor,
+                runtime.flow_run.id,
+                params.max_episodes_per_scope,
+                label,
+                token_budget,
+                window,
+                params.decay_from,
+                return_state=True,
+            )
         )
+        upstream.append(_link(loaded))
+        batch = await loaded.aresult()
         if batch is None:
             return None
-        extraction = await extract_facts(pool, _opaque(batch), extractor, label)
-        return await write_scope(pool, _opaque(batch), _opaque(extraction), label, reinforce)
+        extracted = await _state(
+            extract_facts(
+                pool, _opaque(batch), extractor, label, return_state=True, wait_for=upstream
+            )
+        )
+        upstream.append(_link(extracted))
+        extraction = await extracted.aresult()
+        return await write_scope(
+            pool, _opaque(batch), _opaque(extraction), label, reinforce, wait_for=upstream
+        )
     except Exception as exc:
         job_id = batch.job_id if batch is not None else None
         try:
-            return await record_failure(
-                pool, scope, job_id, exc, secrets, label, _opaque(batch) if batch else None
+            # the task ends Failed (red in the UI) and gives the scope's result as its data
+            recorded = await _state(
+                record_failure(
+                    pool,
+                    scope,
+                    job_id,
+                    exc,
+                    secrets,
+                    label,
+                    _opaque(batch) if batch else None,
+                    return_state=True,
+                    # a failed step is upstream too: allowed, or this task would not run
+                    wait_for=[allow_failure(state) for state in upstream],
+                )
             )
+            result = await recorded.aresult(raise_on_failure=False)
+            if isinstance(result, BaseException):
+                raise result
+            return cast(ScopeResult, result)
         except Exception as again:  # the database itself is gone: report, do not hide
             logging.getLogger(__name__).error("could not record failure of %s: %s", label, again)
             return ScopeResult(scope, "failed", job_id, error=redact(str(exc), secrets))

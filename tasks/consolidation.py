@@ -5,7 +5,8 @@ from __future__ import annotations
 from uuid import UUID
 
 from prefect import get_client, get_run_logger, task
-from prefect.states import Crashed
+from prefect.client.schemas.objects import State
+from prefect.states import Crashed, Failed
 from psycopg_pool import AsyncConnectionPool
 
 from agent_memory import consolidation as steps
@@ -149,10 +150,13 @@ async def record_failure(
     secrets: list[str | None],
     scope_label: str,
     batch: ScopeBatch | None = None,
-) -> ScopeResult:
+) -> State[ScopeResult]:
+    """The scope's failure, recorded in its job row; the task run ends Failed, its data the
+    scope's :class:`ScopeResult` (``await state.aresult(raise_on_failure=False)``)."""
     result = await steps.fail(pool, scope, job_id, error, secrets, batch)
-    get_run_logger().error("job %s failed; episodes stay pending: %s", job_id, result.error)
-    return result
+    message = f"job {job_id} failed; episodes stay pending: {result.error}"
+    get_run_logger().error("%s", message)
+    return Failed(message=message[:1000], data=result)
 
 
 @task(name="find-held-back-scopes", **STEP, **DB_RETRIES)

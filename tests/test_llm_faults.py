@@ -684,3 +684,51 @@ async def test_litellm_is_imported_before_the_run_opens_connections_and_off_the_
 
     assert summary["completed"] == 3
     assert events[:2] == [("import", False), "pool"]
+
+
+# ---- what the UI draws: load -> extract -> write, and a failure in red ------------------------
+
+
+async def test_the_task_graph_links_the_steps_and_a_failed_scope_s_task_reads_failed(
+    llm_settings: Settings, fake_llm: FakeLLM, db: psycopg.Connection[Any]
+) -> None:
+    from prefect import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    fake_llm.reset(FaultHandler(lambda _n: Reply('[{"content": "User is')))  # not JSON
+    trio = Trio.new()
+    await consolidate(llm_settings, trio)
+    run_id = job_rows(db)[trio.marked_user]["flow_run_id"]
+
+    async def task_runs() -> dict[str, Any]:
+        async with get_client() as client:
+            runs = await client.read_task_runs(
+                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[run_id]))
+            )
+        return {r.name: r for r in runs}
+
+    def settled(runs: dict[str, Any]) -> bool:  # the server has every step's final state
+        return len(runs) >= 11 and all(r.state and r.state.is_final() for r in runs.values())
+
+    runs: dict[str, Any] = {}
+    for _ in range(240):  # task run states reach the server as events, a little later
+        runs = await task_runs()
+        if settled(runs):
+            break
+        await asyncio.sleep(0.5)
+    else:
+        raise AssertionError(f"the run's task runs never all reached a final state: {runs}")
+    calm, marked = trio.calm_a.label, trio.marked.label
+
+    def upstream(name: str) -> set[Any]:
+        return {i.id for i in runs[name].task_inputs.get("wait_for", [])}
+
+    assert upstream(f"extract [{calm}]") == {runs[f"load [{calm}]"].id}
+    assert upstream(f"write [{calm}]") == {runs[f"load [{calm}]"].id, runs[f"extract [{calm}]"].id}
+    assert upstream(f"fail [{marked}]") == {
+        runs[f"load [{marked}]"].id,
+        runs[f"extract [{marked}]"].id,
+    }
+    assert runs[f"fail [{marked}]"].state.type.value == "FAILED"
+    assert "episodes stay pending" in str(runs[f"fail [{marked}]"].state.message)
+    assert runs[f"write [{calm}]"].state.type.value == "COMPLETED"
