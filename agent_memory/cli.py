@@ -475,14 +475,28 @@ def jobs_retry(
     all_failed: Annotated[
         bool, typer.Option("--all", help="every failed scope, parked (dead) ones included")
     ] = False,
+    run: Annotated[
+        str | None,
+        typer.Option("--run", help="a flow run's id: the scopes that failed in that run"),
+    ] = None,
 ) -> None:
     """Consolidate failed jobs' scopes again now, parked (dead) ones included.
 
-    Their failure streaks start over: attempts are counted from this retry.
+    Their failure streaks start over: attempts are counted from this retry. ``--run`` is the
+    Retry of a run started from the command line (Prefect's own needs a deployment); the new
+    run and the old one link each other.
     """
-    if bool(job) == all_failed:
-        errors.print("[red]error:[/] give --job ID (repeatable) or --all, not both or neither")
+    if sum((bool(job), all_failed, run is not None)) != 1:
+        errors.print("[red]error:[/] give one of --job ID (repeatable), --all or --run ID")
         raise typer.Exit(2)
+    if run is not None:
+        from uuid import UUID
+
+        try:
+            run = str(UUID(run))
+        except ValueError:
+            errors.print(f"[red]error:[/] --run {run!r} is not a flow run id (a UUID)")
+            raise typer.Exit(2) from None
     _private_defaults(quiet=True)
     try:
         settings = _settings()
@@ -493,7 +507,10 @@ def jobs_retry(
         from flows.retry import RetryParams, retry_flow
 
         summary = asyncio.run(
-            run_for_summary(retry_flow, RetryParams(job_ids=job or None, all_failed=all_failed))
+            run_for_summary(
+                retry_flow,
+                RetryParams(job_ids=job or None, all_failed=all_failed, from_run=run),
+            )
         )
     except AgentMemoryError as exc:
         raise _fail(exc) from None

@@ -132,6 +132,40 @@ async def test_a_success_ends_the_streak_and_all_retries_every_failed_scope(
     assert streak(db, "a") is None and streak(db, "b") is None
 
 
+async def test_a_run_s_failed_scopes_are_retried_by_its_id_and_the_runs_link_each_other(
+    retrying: Settings, fake_llm: FakeLLM, db: psycopg.Connection[Any]
+) -> None:
+    from prefect.artifacts import Artifact
+
+    fake_llm.reset(broken_for("hi broken"))
+    await record(retrying, "broken", "fine")
+    first = await run_for_summary(consolidation_flow, ConsolidationParams())
+    assert (first["completed"], first["failed"]) == (1, 1)
+    (old_run,) = db.execute(
+        "SELECT DISTINCT flow_run_id FROM agent_memory.consolidation_jobs"
+    ).fetchone()  # type: ignore[misc]
+    await record(retrying, "later")  # pending, but not a failed scope of that run: left alone
+    fake_llm.reset(lambda _req: Reply(GOOD))
+
+    summary = await run_for_summary(retry_flow, RetryParams(from_run=old_run))
+
+    assert (summary["scopes"], summary["completed"]) == (1, 1)
+    assert job_statuses(db, "broken") == ["failed", "completed"]
+    assert job_statuses(db, "later") == []
+    (new_run,) = db.execute(
+        "SELECT flow_run_id FROM agent_memory.consolidation_jobs WHERE status = 'completed'"
+        " AND user_id = 'broken'"
+    ).fetchone()  # type: ignore[misc]
+    retry_of = await Artifact.aget("memory-retry-of")
+    retried_by = await Artifact.aget("memory-retried-by")
+    assert retry_of is not None and old_run in str(retry_of.data)
+    assert retried_by is not None and new_run in str(retried_by.data)
+    assert str(retried_by.flow_run_id) == old_run  # on the old run, where an operator looks
+    # a run with nothing failed: nothing to retry, said so
+    none = await run_for_summary(retry_flow, RetryParams(from_run=new_run))
+    assert none["scopes"] == 0
+
+
 async def test_only_failed_or_dead_jobs_can_be_retried(
     retrying: Settings, fake_llm: FakeLLM, db: psycopg.Connection[Any]
 ) -> None:
@@ -195,9 +229,11 @@ def test_cli_lists_dead_jobs_and_refuses_a_bad_retry(
     monkeypatch.setattr(cli.console, "width", 250)
     runner = CliRunner()
     result = runner.invoke(cli.app, ["jobs", "retry"])
-    assert result.exit_code == 2 and "give --job ID" in result.output
+    assert result.exit_code == 2 and "give one of --job ID" in result.output
     result = runner.invoke(cli.app, ["jobs", "retry", "--job", "1", "--all"])
     assert result.exit_code == 2
+    result = runner.invoke(cli.app, ["jobs", "retry", "--run", "last-tuesday"])
+    assert result.exit_code == 2 and "--run 'last-tuesday' is not a flow run id" in result.output
     result = runner.invoke(cli.app, ["jobs", "retry", "--job", "424242"])
     assert result.exit_code == 2 and "job 424242 does not exist" in result.output
     result = runner.invoke(cli.app, ["jobs", "list", "--status", "dead"])

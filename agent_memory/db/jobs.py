@@ -70,6 +70,12 @@ ORDER BY j.id
 LIMIT %(limit)s
 """
 
+FAILED_OF_RUN = """
+SELECT id FROM agent_memory.consolidation_jobs
+WHERE flow_run_id = %(flow_run_id)s AND status IN ('failed', 'dead')
+ORDER BY id
+"""
+
 LIST = f"""
 SELECT {_COLUMNS} FROM agent_memory.consolidation_jobs
 WHERE (%(status)s::text IS NULL OR status = %(status)s)
@@ -166,6 +172,12 @@ async def abandoned(
             continue
         found.append(AbandonedJob(int(job_id), scope, str(flow_run_id) if flow_run_id else None))
     return found
+
+
+async def failed_of_run(conn: psycopg.AsyncConnection[Any], flow_run_id: str) -> list[int]:
+    """The jobs of one flow run that failed (or were parked), oldest first."""
+    cur = await conn.execute(FAILED_OF_RUN, {"flow_run_id": flow_run_id})
+    return [int(r[0]) for r in await cur.fetchall()]
 
 
 async def get(conn: psycopg.AsyncConnection[Any], job_id: int) -> ConsolidationJob | None:
