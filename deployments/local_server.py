@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent_memory.db.connection import pid_alive
 from agent_memory.errors import PrefectServerError
 from agent_memory.settings import PrefectSettings
 
@@ -68,16 +69,6 @@ def healthy(api_url: str, timeout: float = 2.0) -> bool:
         return False
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _port_free(port: int) -> bool:
     with socket.socket() as sock:
         try:
@@ -94,7 +85,7 @@ def read_state(home: Path) -> LocalServer | None:
         server = LocalServer(int(data["pid"]), str(data["url"]), str(data["log"]))
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    return server if _alive(server.pid) else None
+    return server if pid_alive(server.pid) else None
 
 
 @contextlib.contextmanager
@@ -179,7 +170,7 @@ def stop(home: Path | None = None, timeout: float = 30.0) -> LocalServer | None:
         return None
     os.kill(server.pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
-    while _alive(server.pid) and time.monotonic() < deadline:
+    while pid_alive(server.pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     return server
 

@@ -33,11 +33,13 @@ def run_python(
         ),
         **extra_env,
     )
+    return run_interpreter(["-c", code], env)
+
+
+def run_interpreter(
+    args: list[str], env: dict[str, str], timeout: float = 180
+) -> subprocess.CompletedProcess[str]:
+    """``python ARGS`` from the repository root with ``env``, its output captured as text."""
     return subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
+        [sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
     )

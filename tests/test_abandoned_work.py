@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -26,7 +25,7 @@ from flows.consolidation import ConsolidationParams, consolidation_flow
 from flows.outcome import run_for_summary
 from flows.retry import RetryParams, retry_flow
 from tests.fake_llm import FakeLLM, facts_answer
-from tests.processes import ROOT, run_python
+from tests.processes import run_interpreter, run_python
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
@@ -162,14 +161,7 @@ def test_the_embedded_server_a_killed_process_used_stops_when_its_last_user_exit
     env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
 
     def python(code: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-c", code],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
+        return run_interpreter(["-c", code], env)
 
     try:
         killed = python(start + "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n")

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +13,7 @@ from typer.testing import CliRunner
 
 from agent_memory.cli import app
 from agent_memory.db.migrations import load_migrations
+from tests.processes import run_interpreter
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -40,14 +39,7 @@ def test_demo_passes_every_step_on_the_embedded_default(tmp_path: Path) -> None:
     env.update(
         AGENT_MEMORY_DB_DATA_DIR=str(tmp_path / "pgdata"), PREFECT_HOME=str(tmp_path / "prefect")
     )
-    result = subprocess.run(
-        [sys.executable, "-m", "agent_memory.cli", "demo"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    result = run_interpreter(["-m", "agent_memory.cli", "demo"], env, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.count("✓ OK") == 8
     assert "FAIL" not in result.stdout
@@ -67,14 +59,7 @@ def test_demo_passes_every_step_on_the_embedded_default(tmp_path: Path) -> None:
     try:
         server = local_server.read_state(home)
         assert server is not None and local_server.healthy(server.api_url)
-        again = subprocess.run(
-            [sys.executable, "-m", "agent_memory.cli", "consolidate"],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        again = run_interpreter(["-m", "agent_memory.cli", "consolidate"], env, timeout=300)
         assert again.returncode == 0, again.stdout + again.stderr
         assert local_server.read_state(home) == server
     finally:

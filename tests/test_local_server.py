@@ -16,7 +16,7 @@ from agent_memory.errors import PrefectServerError
 from agent_memory.settings import PrefectSettings
 from deployments import local_server
 from deployments.server import free_port
-from tests.processes import ROOT
+from tests.processes import ROOT, run_interpreter
 
 pytestmark = pytest.mark.system
 
@@ -91,14 +91,7 @@ def test_a_server_that_cannot_start_is_one_line_saying_what_to_do(
         AGENT_MEMORY_PREFECT_START_TIMEOUT_S="0.05",
         AGENT_MEMORY_PREFECT_PORT=str(free_port()),
     )
-    result = subprocess.run(
-        [sys.executable, "-m", "agent_memory.cli", "consolidate"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    result = run_interpreter(["-m", "agent_memory.cli", "consolidate"], env)
     assert result.returncode == 2, result.stdout + result.stderr
     [line] = [x for x in result.stderr.splitlines() if x.strip()]
     assert line.startswith("error: could not start a local Prefect server on port ")

@@ -93,7 +93,8 @@ def _embedded_dsn(settings: DatabaseSettings) -> str:
         return str(server.get_uri())
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """True while process ``pid`` exists (someone else's counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -115,7 +116,7 @@ def _forget_dead_users(data_dir: Path) -> None:
             pids = json.loads(users.read_text())
         except (OSError, ValueError):  # no list yet (or unreadable): pgserver starts afresh
             return
-        alive = [pid for pid in pids if isinstance(pid, int) and _alive(pid)]
+        alive = [pid for pid in pids if isinstance(pid, int) and pid_alive(pid)]
         if alive != pids:
             log.info("embedded PostgreSQL: forgetting %d dead user(s)", len(pids) - len(alive))
             users.write_text(json.dumps(alive))
