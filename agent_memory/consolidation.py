@@ -20,6 +20,7 @@ Guarantees:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 from collections.abc import Iterable, Sequence
@@ -341,7 +342,10 @@ async def store_extraction(
 
 
 async def extract(
-    pool: AsyncConnectionPool, batch: ScopeBatch, extractor: Extractor
+    pool: AsyncConnectionPool,
+    batch: ScopeBatch,
+    extractor: Extractor,
+    limit: asyncio.Semaphore | None = None,
 ) -> Extraction | None:
     """The batch's facts: from the cache when this content was answered before, else the model.
 
@@ -349,13 +353,15 @@ async def extract(
     (or a rerun after a crash) never calls the model again for the same content. Content the
     scope's last completed job already consolidated (the same conversation recorded again) is
     never sent to the model: its cached facts are written again (reinforcing them, or bringing
-    back what decay purged), or, with no cached answer, it is skipped (None).
+    back what decay purged), or, with no cached answer, it is skipped (None). ``limit``
+    bounds the model calls in flight (a cached answer does not wait for it).
     """
     cached = await cached_extraction(pool, batch.checksum, extractor)
     if cached is not None or batch.seen_before:
         return cached
     try:
-        extraction = await extractor.extract(batch.episodes, batch.known)
+        async with limit if limit is not None else contextlib.nullcontext():
+            extraction = await extractor.extract(batch.episodes, batch.known)
     except (ExtractionError, TransientExtractionError) as exc:
         batch.spent.add(exc.usage)  # the batch object outlives the task's retries
         raise

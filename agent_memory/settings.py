@@ -335,6 +335,22 @@ class JobSettings(BaseSettings):
     backoff_max_s: float = Field(default=6 * 3600.0, ge=0.0, le=7 * 86_400.0)
 
 
+class ConsolidationSettings(BaseSettings):
+    """How a consolidation run splits its scopes into task runs."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="AGENT_MEMORY_CONSOLIDATION_", env_file=".env", extra="ignore"
+    )
+
+    group_size: int = Field(
+        default=50,
+        ge=1,
+        le=10_000,
+        description="scopes per group: each step (load, extract, write) is one task run per "
+        "group; see docs/operations.md for the trade-off",
+    )
+
+
 class PrefectSettings(BaseSettings):
     """Which Prefect server the command line's runs report to when PREFECT_API_URL is unset."""
 
@@ -368,6 +384,7 @@ class Settings(BaseModel):
     jobs: JobSettings = Field(default_factory=JobSettings)
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     prefect: PrefectSettings = Field(default_factory=PrefectSettings)
+    consolidation: ConsolidationSettings = Field(default_factory=ConsolidationSettings)
 
 
 _override: Settings | None = None

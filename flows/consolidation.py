@@ -22,27 +22,29 @@ from prefect.utilities.annotations import quote
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from agent_memory.consolidation import ScopeClaims, ScopeResult, merge
+from agent_memory.consolidation import ScopeClaims, ScopeResult
 from agent_memory.db.connection import resolve
 from agent_memory.db.pool import open_pool
 from agent_memory.db.retries import HeldBack
 from agent_memory.decay import Reinforcement
 from agent_memory.embedding import TextEmbedder, make_embedder, vectors_ready
 from agent_memory.extraction import OfflineExtractor, build_extractor
+from agent_memory.groups import BatchPlan, Limits, Member, ScopeGroup, groups_in_flight, split
 from agent_memory.models import DecayFrom, Scope, Window
 from agent_memory.redact import known_secrets, redact
 from agent_memory.settings import Settings, get_settings
 from flows.outcome import outcome
 from flows.params import ScopeParam
 from tasks.consolidation import (
-    embed_facts,
-    extract_facts,
+    Embedding,
+    embed_group,
+    extract_group,
     find_held_back,
     find_pending_scopes,
-    load_scope_batch,
-    record_failure,
+    load_group,
+    record_failures,
     settle_abandoned_runs,
-    write_scope,
+    write_group,
 )
 
 SUMMARY_KEY = "memory-consolidation-summary"
@@ -118,67 +120,70 @@ def _run_name() -> str:
     return f"consolidate [{where}]"
 
 
-async def _one_scope(
+async def _one_group(
     pool: Any,
     claims: ScopeClaims,
-    scope: Scope,
+    group: ScopeGroup,
     extractor: Any,
-    limit: asyncio.Semaphore,
-    params: ConsolidationParams,
+    plan: BatchPlan,
+    limits: Limits,
     secrets: list[str | None],
-    reinforce: Reinforcement,
-    token_budget: int,
-    window: Window | None = None,
     on_batch: OnBatch | None = None,
     embedder: TextEmbedder | None = None,
-) -> ScopeResult:
-    done: list[ScopeResult] = []
-    async with limit:
+) -> None:
+    """Consolidate the group's scopes under this run's claims, each step once for all of
+    them (a backlog in rounds: a batch per scope each); the outcomes stay on the members."""
+    claimed: list[Member] = []
+    for member in group.members:
         try:
-            claimed = await claims.claim(scope)
+            if await claims.claim(member.scope):
+                claimed.append(member)
+            else:  # a live run is consolidating this scope right now
+                member.finish_batch(ScopeResult(member.scope, "busy"), plan.max_batches)
         except Exception as exc:  # the database is unreachable: the scope stays pending
-            return ScopeResult(scope, "failed", error=redact(f"could not claim: {exc}", secrets))
-        if not claimed:  # a live run is consolidating this scope right now
-            return ScopeResult(scope, "busy")
-        try:
-            # a backlog goes in chronological batches, each committed on its own
-            while len(done) < params.max_batches_per_scope:
-                result = await _one_batch(
-                    pool, scope, extractor, params, secrets, reinforce, token_budget, window
-                )
-                if result is None:
-                    break
-                done.append(result)
-                if on_batch is not None:
-                    try:
-                        await on_batch(result)
-                    except Exception as exc:  # progress reporting must not undo the work
-                        logging.getLogger(__name__).warning("progress update failed: %s", exc)
-                if result.outcome != "completed" or not result.more:
-                    break
-            if embedder is not None and any(r.outcome == "completed" for r in done):
-                await _embed(pool, scope, embedder, done[-1], secrets)
-        finally:
+            error = redact(f"could not claim: {exc}", secrets)
+            member.finish_batch(ScopeResult(member.scope, "failed", error=error), 1)
+    try:
+        while group.at("claimed"):
+            await _one_round(pool, group, extractor, plan, limits, secrets, on_batch)
+        done = [m for m in claimed if any(r.outcome == "completed" for r in m.results)]
+        if embedder is not None and done:
+            await _embed(pool, group.label, done, embedder, limits, secrets)
+    finally:
+        for member in claimed:
             with contextlib.suppress(Exception):  # a dead connection has dropped the lock anyway
-                await claims.release(scope)
-    return merge(scope, done) if done else ScopeResult(scope, "empty")
+                await claims.release(member.scope)
 
 
 async def _embed(
-    pool: Any, scope: Scope, embedder: TextEmbedder, result: ScopeResult, secrets: list[str | None]
+    pool: Any,
+    label: str,
+    members: list[Member],
+    embedder: TextEmbedder,
+    limits: Limits,
+    secrets: list[str | None],
 ) -> None:
-    """Embed the scope's new facts. The facts are already written: a failure here leaves them
-    without embeddings (the next run, or ``agent-memory embed``, catches up), not the scope
-    failed."""
-    try:
-        done = await embed_facts(pool, scope, embedder, scope.label)
-    except Exception as exc:
-        note = redact(f"facts not embedded yet: {exc}", secrets)
-        logging.getLogger(__name__).warning("%s: %s", scope.label, note)
-        result.repairs.append(note)
-        return
-    if done.refused:  # each one is in the log, with the model's reason
-        result.repairs.append(f"{done.refused} fact(s) refused by embedding model {embedder.model}")
+    """Embed the members' new facts. The facts are already written: a failure here leaves
+    them without embeddings (the next run, or ``agent-memory embed``, catches up), not the
+    scope failed."""
+    work = Embedding([m.scope for m in members])
+    state = await _state(
+        embed_group(pool, _opaque(work), embedder, limits, label, return_state=True)
+    )
+    if not state.is_completed():  # a scope that did not get its turn has the task's error
+        error = await state.aresult(raise_on_failure=False)
+        for scope in work.scopes:
+            if scope not in work.done and scope not in work.errors:
+                work.errors[scope] = error
+    for member in members:
+        scope, result = member.scope, member.results[-1]
+        if scope in work.errors:
+            note = redact(f"facts not embedded yet: {work.errors[scope]}", secrets)
+            logging.getLogger(__name__).warning("%s: %s", scope.label, note)
+            result.repairs.append(note)
+        elif work.done[scope].refused:  # each one is in the log, with the model's reason
+            refused = work.done[scope].refused
+            result.repairs.append(f"{refused} fact(s) refused by embedding model {embedder.model}")
 
 
 def _embedder(settings: Settings) -> TextEmbedder | None:
@@ -201,76 +206,96 @@ def _embedder(settings: Settings) -> TextEmbedder | None:
     return make_embedder(settings.embedding)
 
 
-async def _one_batch(
+async def _settle(members: list[Member], stage: str, state: Any) -> None:
+    """After a step's task: a member it left at ``stage`` without an error of its own did
+    not get its turn (the task itself broke), and takes the task's error."""
+    if state.is_completed():
+        return
+    error = await state.aresult(raise_on_failure=False)
+    if not isinstance(error, Exception):
+        error = RuntimeError(f"the step's task ended {state.type.value}: {state.message}")
+    for member in members:
+        if member.stage == stage and member.error is None:
+            member.error = error
+
+
+async def _one_round(
     pool: Any,
-    scope: Scope,
+    group: ScopeGroup,
     extractor: Any,
-    params: ConsolidationParams,
+    plan: BatchPlan,
+    limits: Limits,
     secrets: list[str | None],
-    reinforce: Reinforcement,
-    token_budget: int,
-    window: Window | None = None,
-) -> ScopeResult | None:
-    """Load, extract and write the scope's next batch; None when nothing is pending."""
-    label = scope.label
-    batch = None
+    on_batch: OnBatch | None = None,
+) -> None:
+    """Load, extract and write the next batch of each of the group's scopes that has one,
+    then record the failures: one task run per step for the whole group."""
+    label = group.label
+    before = {id(m): len(m.results) for m in group.members}
     # each step waits for the states of the steps before it: the UI's task graph draws
-    # load -> extract -> write (the batch itself travels opaque, not walked by Prefect)
+    # load -> extract -> write (the group itself travels opaque, not walked by Prefect)
     upstream: list[Any] = []
-    try:
-        loaded = await _state(
-            load_scope_batch(
+    members = group.at("claimed")
+    state = await _state(
+        load_group(pool, _opaque(group), extractor, plan, limits, label, return_state=True)
+    )
+    await _settle(members, "claimed", state)
+    # a step that failed for some members still goes on for the others: allowed upstream
+    upstream.append(allow_failure(_link(state)))
+    members = group.at("loaded")
+    if members:
+        state = await _state(
+            extract_group(
                 pool,
-                scope,
+                _opaque(group),
                 extractor,
-                runtime.flow_run.id,
-                params.max_episodes_per_scope,
+                limits,
                 label,
-                token_budget,
-                window,
-                params.decay_from,
                 return_state=True,
+                wait_for=upstream,
             )
         )
-        upstream.append(_link(loaded))
-        batch = await loaded.aresult()
-        if batch is None:
-            return None
-        extracted = await _state(
-            extract_facts(
-                pool, _opaque(batch), extractor, label, return_state=True, wait_for=upstream
+        await _settle(members, "loaded", state)
+        upstream.append(allow_failure(_link(state)))
+    members = group.at("extracted")
+    if members:
+        state = await _state(
+            write_group(
+                pool, _opaque(group), plan, limits, label, return_state=True, wait_for=upstream
             )
         )
-        upstream.append(_link(extracted))
-        extraction = await extracted.aresult()
-        return await write_scope(
-            pool, _opaque(batch), _opaque(extraction), label, reinforce, wait_for=upstream
-        )
-    except Exception as exc:
-        job_id = batch.job_id if batch is not None else None
-        try:
-            # the task ends Failed (red in the UI) and gives the scope's result as its data
-            recorded = await _state(
-                record_failure(
-                    pool,
-                    scope,
-                    job_id,
-                    exc,
-                    secrets,
-                    label,
-                    _opaque(batch) if batch else None,
-                    return_state=True,
-                    # a failed step is upstream too: allowed, or this task would not run
-                    wait_for=[allow_failure(state) for state in upstream],
-                )
+        await _settle(members, "extracted", state)
+        upstream.append(allow_failure(_link(state)))
+    if group.failing():
+        await _state(
+            record_failures(
+                pool,
+                _opaque(group),
+                secrets,
+                plan,
+                limits,
+                label,
+                return_state=True,
+                wait_for=upstream,
             )
-            result = await recorded.aresult(raise_on_failure=False)
-            if isinstance(result, BaseException):
-                raise result
-            return cast(ScopeResult, result)
-        except Exception as again:  # the database itself is gone: report, do not hide
-            logging.getLogger(__name__).error("could not record failure of %s: %s", label, again)
-            return ScopeResult(scope, "failed", job_id, error=redact(str(exc), secrets))
+        )
+        for member in group.failing():  # the database itself is gone: report, do not hide
+            error = redact(f"{type(member.error).__name__}: {member.error}", secrets)
+            logging.getLogger(__name__).error(
+                "could not record failure of %s: %s", member.scope.label, error
+            )
+            job_id = member.batch.job_id if member.batch is not None else None
+            member.finish_batch(ScopeResult(member.scope, "failed", job_id, error=error), 1)
+    if on_batch is None:
+        return
+    for member in group.members:
+        for result in member.results[before[id(member)] :]:
+            if result.outcome in ("busy",):
+                continue
+            try:
+                await on_batch(result)
+            except Exception as exc:  # progress reporting must not undo the work
+                logging.getLogger(__name__).warning("progress update failed: %s", exc)
 
 
 _SHORT_ERROR = 80  # characters of the error in the narrow summary table
@@ -361,46 +386,50 @@ async def consolidate_scopes(
     on_batch: OnBatch | None = None,
     extractor: Any = None,
 ) -> list[ScopeResult]:
-    """Consolidate ``scopes`` concurrently in this process (LLM calls bounded by
-    ``AGENT_MEMORY_LLM_MAX_CONCURRENCY``), each under this run's claim; one result per scope
-    that had work. ``extractor``: the run's, else one built from the settings."""
+    """Consolidate ``scopes`` concurrently in this process, in groups of
+    ``AGENT_MEMORY_CONSOLIDATION_GROUP_SIZE`` (a task run per step and group; LLM calls
+    bounded by ``AGENT_MEMORY_LLM_MAX_CONCURRENCY``), each scope under this run's claim; one
+    result per scope that had work. ``extractor``: the run's, else one built from the
+    settings."""
     settings = get_settings()
     extractor = extractor or await _extractor(settings)
     secrets = _secrets(settings)
-    limit = asyncio.Semaphore(settings.llm.max_concurrency)
+    # leave a connection for the steps' short statements outside the limit (cache lookups)
+    limits = Limits.of(settings.llm.max_concurrency, max(1, pool.max_size - 1))
+    plan = BatchPlan(
+        flow_run_id=runtime.flow_run.id,
+        max_episodes=params.max_episodes_per_scope,
+        max_batches=params.max_batches_per_scope,
+        token_budget=settings.llm.batch_tokens,
+        window=window,
+        decay_from=params.decay_from,
+        reinforce=Reinforcement.of(settings.memory),
+    )
+    size = settings.consolidation.group_size
+    groups = split(scopes, size)
+    in_flight = asyncio.Semaphore(groups_in_flight(size, settings.llm.max_concurrency))
     embedder = await asyncio.to_thread(_embedder, settings)
     claims = await ScopeClaims.open(resolve(settings.db))
+
+    async def one(group: ScopeGroup) -> None:
+        async with in_flight:
+            await _one_group(
+                pool, claims, group, extractor, plan, limits, secrets, on_batch, embedder
+            )
+
     try:
-        outcomes = await asyncio.gather(
-            *(
-                _one_scope(
-                    pool,
-                    claims,
-                    s,
-                    extractor,
-                    limit,
-                    params,
-                    secrets,
-                    Reinforcement.of(settings.memory),
-                    settings.llm.batch_tokens,
-                    window,
-                    on_batch,
-                    embedder,
-                )
-                for s in scopes
-            ),
-            # one scope's unexpected error must not close the pool under the others
-            return_exceptions=True,
-        )
+        # one group's unexpected error must not close the pool under the others
+        errors = await asyncio.gather(*(one(g) for g in groups), return_exceptions=True)
     finally:
         with contextlib.suppress(Exception):
             await claims.close()
-    results = [
-        r
-        if isinstance(r, ScopeResult)
-        else ScopeResult(s, "failed", error=redact(f"{type(r).__name__}: {r}", secrets))
-        for s, r in zip(scopes, outcomes, strict=True)
-    ]
+    results: list[ScopeResult] = []
+    for group, error in zip(groups, errors, strict=True):
+        for member in group.members:
+            if isinstance(error, BaseException) and member.stage != "done":
+                text = redact(f"{type(error).__name__}: {error}", secrets)
+                member.finish_batch(ScopeResult(member.scope, "failed", error=text), 1)
+            results.append(member.outcome())
     return [r for r in results if r.outcome != "empty"]
 
 

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any, cast
 from uuid import UUID
 
+import psycopg
 from prefect import get_client, get_run_logger, task
 from prefect.client.schemas.objects import State
 from prefect.states import Crashed, Failed
 from psycopg_pool import AsyncConnectionPool
 
 from agent_memory import consolidation as steps
-from agent_memory.consolidation import ScopeBatch, ScopeResult
+from agent_memory import groups
+from agent_memory.consolidation import ScopeResult
 from agent_memory.db import jobs as job_repo
 from agent_memory.db import retries as retry_repo
 from agent_memory.db.retries import HeldBack
-from agent_memory.decay import DEFAULT_REINFORCEMENT, Reinforcement
 from agent_memory.embedding import (
     Embedded,
     TextEmbedder,
@@ -22,8 +26,10 @@ from agent_memory.embedding import (
     embed_snippets,
     ensure_ann_indexes,
 )
-from agent_memory.extraction.base import Extraction, Extractor
-from agent_memory.models import DecayFrom, Scope, Window
+from agent_memory.errors import TransientEmbeddingError, TransientExtractionError
+from agent_memory.extraction.base import Extractor
+from agent_memory.groups import BatchPlan, Limits, Member, ScopeGroup
+from agent_memory.models import Scope, Window
 from tasks.policy import DB_RETRIES, EMBED_RETRIES, LLM_RETRIES, STEP
 
 
@@ -40,72 +46,190 @@ async def find_pending_scopes(
     return scopes
 
 
-@task(name="load-episodes", task_run_name="load [{scope_label}]", **STEP, **DB_RETRIES)
-async def load_scope_batch(
+DB_TRANSIENT = (psycopg.OperationalError,)
+
+
+def _raise_first(again: list[Member], step: str, logger: Any) -> None:
+    """Raise the first retryable failure of the step, for the task's retry policy to see
+    (each one is logged with its scope: the retry redoes only those)."""
+    for member in again:
+        logger.warning("%s: %s failed: %s", member.scope.label, step, member.error)
+    if again:
+        raise cast(Exception, again[0].error)
+
+
+@task(name="load-episodes", task_run_name="load [{group_label}]", **STEP, **DB_RETRIES)
+async def load_group(
     pool: AsyncConnectionPool,
-    scope: Scope,
+    group: ScopeGroup,
     extractor: Extractor,
-    flow_run_id: str | None,
-    max_episodes: int,
-    scope_label: str,
-    token_budget: int = 8000,
-    window: Window | None = None,
-    decay_from: DecayFrom = "import",
-) -> ScopeBatch | None:
-    batch = await steps.load_batch(
-        pool, scope, extractor, flow_run_id, max_episodes, token_budget, window, decay_from
+    plan: BatchPlan,
+    limits: Limits,
+    group_label: str,
+) -> None:
+    """Load each member's next batch (a retry redoes only the members whose load broke)."""
+    again = await groups.run_step(
+        group.at("claimed"),
+        lambda m: groups.load(pool, m, extractor, plan),
+        DB_TRANSIENT,
+        limits.db,
     )
-    if batch is not None:
-        for note in batch.notes:
-            get_run_logger().warning("%s", note)
-        get_run_logger().info(
-            "job %d: %d episode(s), checksum %s%s",
-            batch.job_id,
-            len(batch.episodes),
-            batch.checksum[:12],
-            " (already consolidated: no LLM call)" if batch.seen_before else "",
-        )
-    return batch
-
-
-@task(name="extract-facts", task_run_name="extract [{scope_label}]", **STEP, **LLM_RETRIES)
-async def extract_facts(
-    pool: AsyncConnectionPool, batch: ScopeBatch, extractor: Extractor, scope_label: str
-) -> Extraction | None:
-    extraction = await steps.extract(pool, batch, extractor)
     logger = get_run_logger()
-    if extraction is None:
-        logger.info("content already consolidated and no cached answer: skipped")
-        return None
+    loaded = [m.batch for m in group.at("loaded") if m.batch is not None]
+    for batch in loaded:
+        for note in batch.notes:
+            logger.warning("%s: %s", batch.scope.label, note)
     logger.info(
-        "%s: %d fact(s)%s",
-        extraction.extractor,
-        len(extraction.facts),
-        " (cached answer)" if extraction.cached else "",
+        "%d batch(es) loaded: %d episode(s), %d already consolidated (no LLM call)",
+        len(loaded),
+        sum(len(b.episodes) for b in loaded),
+        sum(b.seen_before for b in loaded),
     )
-    for repair in extraction.repairs:
-        logger.warning("repaired the model's answer: %s", repair)
-    return extraction
+    _raise_first(again, "load", logger)
 
 
-@task(name="write-facts", task_run_name="write [{scope_label}]", **STEP, **DB_RETRIES)
-async def write_scope(
+@task(name="extract-facts", task_run_name="extract [{group_label}]", **STEP, **LLM_RETRIES)
+async def extract_group(
     pool: AsyncConnectionPool,
-    batch: ScopeBatch,
-    extraction: Extraction | None,
-    scope_label: str,
-    reinforce: Reinforcement = DEFAULT_REINFORCEMENT,
-) -> ScopeResult:
-    result = await steps.write_or_yield(pool, batch, extraction, reinforce)
-    get_run_logger().info(
-        "job %d %s: %d episode(s), %d new fact(s), %d reinforced",
-        batch.job_id,
-        result.outcome,
-        result.episodes,
-        result.facts_created,
-        result.facts_reinforced,
+    group: ScopeGroup,
+    extractor: Extractor,
+    limits: Limits,
+    group_label: str,
+) -> None:
+    """Extract each loaded member's facts; a retry calls the model only for the members that
+    have no answer yet."""
+    again = await groups.run_step(
+        group.at("loaded"),
+        lambda m: groups.extract(pool, m, extractor, limits.llm),
+        (TransientExtractionError,),
     )
-    return result
+    logger = get_run_logger()
+    answered = cached = skipped = 0
+    for member in group.at("extracted"):
+        extraction = member.extraction
+        if extraction is None:
+            skipped += 1
+            continue
+        cached += extraction.cached
+        answered += not extraction.cached
+        for repair in extraction.repairs:
+            logger.warning("%s: repaired the model's answer: %s", member.scope.label, repair)
+    logger.info(
+        "%s: %d answer(s) from the model, %d from the cache, %d skipped (already consolidated)",
+        extractor.name,
+        answered,
+        cached,
+        skipped,
+    )
+    _raise_first(again, "extract", logger)
+
+
+@task(name="write-facts", task_run_name="write [{group_label}]", **STEP, **DB_RETRIES)
+async def write_group(
+    pool: AsyncConnectionPool,
+    group: ScopeGroup,
+    plan: BatchPlan,
+    limits: Limits,
+    group_label: str,
+) -> None:
+    """Write each extracted member's batch, one transaction per member; each scope's outcome
+    is a line of the run's log."""
+    writing = group.at("extracted")
+    again = await groups.run_step(
+        writing, lambda m: groups.write(pool, m, plan), DB_TRANSIENT, limits.db
+    )
+    logger = get_run_logger()
+    for member in writing:
+        if member.error is not None:
+            continue
+        result = member.results[-1]
+        logger.info(
+            "%s: job %s %s: %d episode(s), %d new fact(s), %d reinforced%s",
+            member.scope.label,
+            result.job_id,
+            result.outcome,
+            result.episodes,
+            result.facts_created,
+            result.facts_reinforced,
+            f" ({result.error})" if result.error else "",
+        )
+    _raise_first(again, "write", logger)
+
+
+@task(name="record-failure", task_run_name="fail [{group_label}]", **STEP, **DB_RETRIES)
+async def record_failures(
+    pool: AsyncConnectionPool,
+    group: ScopeGroup,
+    secrets: list[str | None],
+    plan: BatchPlan,
+    limits: Limits,
+    group_label: str,
+) -> State[None]:
+    """Record each failing member's failure in its job row (its episodes stay pending); the
+    task run ends Failed, naming them. A retry records only those not recorded yet."""
+    logger = get_run_logger()
+    failing = group.failing()
+    again: list[Exception] = []
+    recorded: list[ScopeResult] = []
+
+    async def one(member: Member) -> None:
+        try:
+            async with limits.db:
+                recorded.append(await groups.fail(pool, member, secrets, plan))
+        except Exception as exc:  # the member keeps its error: the flow reports it anyway
+            logger.error("%s: could not record the failure: %s", member.scope.label, exc)
+            if isinstance(exc, DB_TRANSIENT):
+                again.append(exc)
+
+    await asyncio.gather(*(one(m) for m in failing))
+    for result in recorded:
+        logger.error(
+            "%s: job %s failed; episodes stay pending: %s",
+            result.scope.label,
+            result.job_id,
+            result.error,
+        )
+    if again:
+        raise again[0]
+    first = recorded[0] if recorded else None
+    message = f"{len(failing)} scope(s) failed; episodes stay pending" + (
+        f" ({first.scope.label}: {first.error})" if first else ""
+    )
+    return Failed(message=message[:1000])
+
+
+async def _embed(
+    pool: AsyncConnectionPool,
+    scope: Scope | None,
+    embedder: TextEmbedder,
+    logger: Any,
+    limit: int | None = None,
+) -> Embedded:
+    done = await embed_missing(pool, embedder, scope, limit=limit)
+    # the scope's conversations too, so inject finds their messages by meaning
+    messages = await embed_snippets(pool, embedder, scope, limit=limit)
+    done = done._replace(snippets=messages.stored)
+    where = f"{scope.label}: " if scope is not None else ""
+    if scope is not None:
+        for name in await ensure_ann_indexes(pool, embedder, scope):
+            logger.info("%sbuilt index %s: nearest vectors now come from it", where, name)
+    for fact_id, reason in done.refusals:  # in the run's log, where operators look
+        logger.warning(
+            "%sfact %d is left without an embedding: %s; it is not asked for again until the "
+            "model changes or `agent-memory embed --retry-rejected`",
+            where,
+            fact_id,
+            reason,
+        )
+    logger.info(
+        "%s%d fact(s) embedded with %s, %d refused by it; %d message(s) of past conversations",
+        where,
+        done.stored,
+        embedder.model,
+        done.refused,
+        done.snippets,
+    )
+    return done
 
 
 @task(name="embed-facts", task_run_name="embed [{scope_label}]", **STEP, **EMBED_RETRIES)
@@ -116,47 +240,52 @@ async def embed_facts(
     scope_label: str,
     limit: int | None = None,
 ) -> Embedded:
-    done = await embed_missing(pool, embedder, scope, limit=limit)
-    # the scope's conversations too, so inject finds their messages by meaning
-    messages = await embed_snippets(pool, embedder, scope, limit=limit)
-    done = done._replace(snippets=messages.stored)
-    logger = get_run_logger()
-    if scope is not None:
-        for name in await ensure_ann_indexes(pool, embedder, scope):
-            logger.info("built index %s: the scope's nearest vectors now come from it", name)
-    for fact_id, reason in done.refusals:  # in the run's log, where operators look
-        logger.warning(
-            "fact %d is left without an embedding: %s; it is not asked for again until the "
-            "model changes or `agent-memory embed --retry-rejected`",
-            fact_id,
-            reason,
-        )
-    logger.info(
-        "%d fact(s) embedded with %s, %d refused by it; %d message(s) of past conversations",
-        done.stored,
-        embedder.model,
-        done.refused,
-        done.snippets,
-    )
-    return done
+    """Embed the facts (and conversations' messages) that have no vector from ``embedder``,
+    of one scope or (None) of all."""
+    return await _embed(pool, scope, embedder, get_run_logger(), limit)
 
 
-@task(name="record-failure", task_run_name="fail [{scope_label}]", **STEP, **DB_RETRIES)
-async def record_failure(
+@dataclass
+class Embedding:
+    """A group's scopes to embed, and what each got (kept across the task's retries)."""
+
+    scopes: list[Scope]
+    done: dict[Scope, Embedded] = field(default_factory=dict)
+    errors: dict[Scope, Exception] = field(default_factory=dict)
+
+
+@task(name="embed-facts", task_run_name="embed [{group_label}]", **STEP, **EMBED_RETRIES)
+async def embed_group(
     pool: AsyncConnectionPool,
-    scope: Scope,
-    job_id: int | None,
-    error: BaseException,
-    secrets: list[str | None],
-    scope_label: str,
-    batch: ScopeBatch | None = None,
-) -> State[ScopeResult]:
-    """The scope's failure, recorded in its job row; the task run ends Failed, its data the
-    scope's :class:`ScopeResult` (``await state.aresult(raise_on_failure=False)``)."""
-    result = await steps.fail(pool, scope, job_id, error, secrets, batch)
-    message = f"job {job_id} failed; episodes stay pending: {result.error}"
-    get_run_logger().error("%s", message)
-    return Failed(message=message[:1000], data=result)
+    work: Embedding,
+    embedder: TextEmbedder,
+    limits: Limits,
+    group_label: str,
+) -> None:
+    """Embed each scope's new facts and messages; a retry redoes only the scopes whose
+    embedding failed with an error worth retrying."""
+    logger = get_run_logger()
+    transient = (TransientEmbeddingError,)
+
+    async def one(scope: Scope) -> None:
+        try:
+            async with limits.llm:
+                work.done[scope] = await _embed(pool, scope, embedder, logger)
+            work.errors.pop(scope, None)
+        except Exception as exc:  # the facts are written: only their vectors wait
+            work.errors[scope] = exc
+
+    await asyncio.gather(
+        *(
+            one(s)
+            for s in work.scopes
+            if s not in work.done
+            and (s not in work.errors or isinstance(work.errors[s], transient))
+        )
+    )
+    again = [e for e in work.errors.values() if isinstance(e, transient)]
+    if again:
+        raise again[0]
 
 
 @task(name="find-held-back-scopes", **STEP, **DB_RETRIES)

@@ -109,6 +109,9 @@ def embeddings_json(texts: list[str], model: str) -> dict[str, Any]:
     }
 
 
+CONTROL_PATH = "/_control"
+
+
 class FakeLLM:
     """The server; start() binds 127.0.0.1 on a free port."""
 
@@ -175,6 +178,9 @@ class FakeLLM:
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 request = json.loads(self.rfile.read(length) or b"{}")
+                if self.path == CONTROL_PATH:
+                    self._control(request)
+                    return
                 request["_path"] = self.path
                 request["_authorization"] = self.headers.get("Authorization")
                 if self.path.rstrip("/").endswith("/embeddings"):
@@ -224,6 +230,20 @@ class FakeLLM:
                     if body and sent >= len(body):
                         return
                     time.sleep(every_s)
+
+            def _control(self, request: dict[str, Any]) -> None:
+                """A server in another process, driven by its owner: ``reset`` sets a fixed
+                reply (content, delay), ``requests`` gives back the chat requests so far."""
+                if request.get("reset"):
+                    reply = Reply(**request["reset"])
+                    fake.reset(lambda _req: reply)
+                with fake._lock:
+                    body = json.dumps({"requests": fake.requests}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
 
             def _embeddings(self, request: dict[str, Any]) -> None:
                 with fake._lock:
@@ -283,3 +303,55 @@ class FakeLLM:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+
+
+class FakeLLMProcess:
+    """The server in a process of its own, as a provider is: its work does not count in the
+    client's CPU time or compete for its interpreter. ``reset`` sets a fixed reply."""
+
+    def __init__(self) -> None:
+        import subprocess
+        import sys
+
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "tests.fake_llm"],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self._process.stdout is not None
+        line = self._process.stdout.readline()
+        if not line.startswith("http://"):
+            self._process.kill()
+            raise RuntimeError(f"the fake LLM process did not start: {line!r}")
+        self.api_base = line.strip()
+
+    def _control(self, body: dict[str, Any]) -> list[dict[str, Any]]:
+        import urllib.request
+
+        url = self.api_base.removesuffix("/v1") + CONTROL_PATH
+        request = urllib.request.Request(
+            url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return list(json.load(response)["requests"])
+
+    def reset(self, content: str, delay_s: float = 0.0) -> None:
+        self._control({"reset": {"content": content, "delay_s": delay_s}})
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        return self._control({})
+
+    @property
+    def calls(self) -> int:
+        return len(self.requests)
+
+    def stop(self) -> None:
+        self._process.terminate()
+        self._process.wait(timeout=30)
+
+
+if __name__ == "__main__":  # the server of a FakeLLMProcess: its address, then serve
+    server = FakeLLM().start()
+    print(server.api_base, flush=True)
+    threading.Event().wait()

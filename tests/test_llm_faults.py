@@ -24,6 +24,7 @@ import pytest
 
 from agent_memory import MemoryManager, Scope
 from agent_memory.extraction.prompt import SYSTEM_PROMPT
+from agent_memory.groups import ScopeGroup
 from agent_memory.settings import Settings, use_settings
 from flows.consolidation import ConsolidationParams, consolidation_flow
 from flows.outcome import run_for_summary
@@ -209,7 +210,7 @@ async def failures_artifact() -> str:
 
 
 def extract_attempts(caplog: pytest.LogCaptureFixture) -> dict[str, int]:
-    """How many times each scope's extract task ran, from the Prefect task engine's own log
+    """How many times each group's extract task ran, from the Prefect task engine's own log
     records (emitted in this process as each attempt fails, so no waiting on the API)."""
     attempts: dict[str, int] = {}
     for record in caplog.records:
@@ -220,6 +221,11 @@ def extract_attempts(caplog: pytest.LogCaptureFixture) -> dict[str, int]:
         ):
             attempts[name] = attempts.get(name, 0) + 1
     return attempts
+
+
+def group_label(users: list[str]) -> str:
+    """The name of the group the run makes of these users' scopes (all in one group)."""
+    return ScopeGroup.of([Scope(user_id=u) for u in sorted(users)]).label
 
 
 def with_llm(settings: Settings, **update: Any) -> Settings:
@@ -254,8 +260,13 @@ TRANSIENT = {
 
 @pytest.mark.parametrize("case", TRANSIENT.values(), ids=TRANSIENT.keys())
 async def test_transient_fault_is_retried_then_succeeds(
-    llm_settings: Settings, fake_llm: FakeLLM, db: psycopg.Connection[Any], case: Transient
+    llm_settings: Settings,
+    fake_llm: FakeLLM,
+    db: psycopg.Connection[Any],
+    case: Transient,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.INFO, logger="prefect.task_runs")  # the engine's retry records
     settings = with_llm(llm_settings, timeout=case.timeout) if case.timeout else llm_settings
     handler = FaultHandler(case.fault)
     fake_llm.reset(handler)
@@ -265,7 +276,10 @@ async def test_transient_fault_is_retried_then_succeeds(
 
     assert (summary["scopes"], summary["completed"], summary["failed"]) == (3, 3, 0)
     assert handler.attempts == len(marked_requests(fake_llm)) == case.attempts
-    assert fake_llm.calls == case.attempts + 2  # the calm scopes: one call each
+    # the group's extract task ran again for each failed attempt, and each time called the
+    # model only for the scope that had no answer: the calm scopes, one call each
+    assert extract_attempts(caplog) == {f"extract [{group_label(trio.users)}]": case.attempts - 1}
+    assert fake_llm.calls == case.attempts + 2
     jobs = job_rows(db)
     assert jobs[trio.marked_user]["facts"] == len(MARKED_FACTS)
     assert facts_of(db, trio.marked_user) == MARKED_FACTS
@@ -309,10 +323,8 @@ async def test_connection_refused_fails_every_scope_after_retries(
         ), error
     assert_nothing_half_written(db, completed=[], failed=trio.users)
     assert db.execute("SELECT count(*) FROM agent_memory.memory_items").fetchone() == (0,)
-    # each scope's extract task ran the first time and then retried: all attempts spent
-    assert extract_attempts(caplog) == {
-        f"extract [{Scope(user_id=u).label}]": LLM_ATTEMPTS for u in trio.users
-    }
+    # the group's extract task ran the first time and then retried: all attempts spent
+    assert extract_attempts(caplog) == {f"extract [{group_label(trio.users)}]": LLM_ATTEMPTS}
     artifact = await failures_artifact()
     assert all(Scope(user_id=u).label in artifact for u in trio.users)
 
@@ -707,8 +719,13 @@ async def test_the_task_graph_links_the_steps_and_a_failed_scope_s_task_reads_fa
             )
         return {r.name: r for r in runs}
 
+    group = group_label(trio.users)
+    steps = [f"{step} [{group}]" for step in ("load", "extract", "write", "fail")]
+
     def settled(runs: dict[str, Any]) -> bool:  # the server has every step's final state
-        return len(runs) >= 11 and all(r.state and r.state.is_final() for r in runs.values())
+        return set(steps) <= set(runs) and all(
+            r.state and r.state.is_final() for r in runs.values()
+        )
 
     runs: dict[str, Any] = {}
     for _ in range(240):  # task run states reach the server as events, a little later
@@ -718,17 +735,17 @@ async def test_the_task_graph_links_the_steps_and_a_failed_scope_s_task_reads_fa
         await asyncio.sleep(0.5)
     else:
         raise AssertionError(f"the run's task runs never all reached a final state: {runs}")
-    calm, marked = trio.calm_a.label, trio.marked.label
+    load, extract, write, fail = (runs[name] for name in steps)
 
-    def upstream(name: str) -> set[Any]:
-        return {i.id for i in runs[name].task_inputs.get("wait_for", [])}
+    def upstream(run: Any) -> set[Any]:
+        return {i.id for i in run.task_inputs.get("wait_for", [])}
 
-    assert upstream(f"extract [{calm}]") == {runs[f"load [{calm}]"].id}
-    assert upstream(f"write [{calm}]") == {runs[f"load [{calm}]"].id, runs[f"extract [{calm}]"].id}
-    assert upstream(f"fail [{marked}]") == {
-        runs[f"load [{marked}]"].id,
-        runs[f"extract [{marked}]"].id,
-    }
-    assert runs[f"fail [{marked}]"].state.type.value == "FAILED"
-    assert "episodes stay pending" in str(runs[f"fail [{marked}]"].state.message)
-    assert runs[f"write [{calm}]"].state.type.value == "COMPLETED"
+    # one task run per step for the group's three scopes, each waiting for the ones before
+    assert upstream(extract) == {load.id}
+    assert upstream(write) == {load.id, extract.id}
+    assert upstream(fail) == {load.id, extract.id, write.id}
+    assert fail.state.type.value == "FAILED"
+    assert f"1 scope(s) failed; episodes stay pending ({trio.marked.label}: " in str(
+        fail.state.message
+    )
+    assert write.state.type.value == "COMPLETED"
