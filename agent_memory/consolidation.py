@@ -65,7 +65,14 @@ def fault_point(name: str) -> None:
         raise psycopg.OperationalError(f"injected fault at {name}")
 
 
-_CLAIM_KEY = "hashtextextended(agent_memory.scope_key(%s, %s, %s), 7103)"
+_CLAIM = """
+SELECT pg_try_advisory_lock(hashtextextended(agent_memory.scope_key(u, a, w), 7103))
+FROM unnest(%s::text[], %s::text[], %s::text[]) WITH ORDINALITY AS t(u, a, w, i) ORDER BY i
+"""
+_RELEASE = """
+SELECT pg_advisory_unlock(hashtextextended(agent_memory.scope_key(u, a, w), 7103))
+FROM unnest(%s::text[], %s::text[], %s::text[]) WITH ORDINALITY AS t(u, a, w, i) ORDER BY i
+"""
 
 
 class ScopeClaims:
@@ -87,26 +94,38 @@ class ScopeClaims:
     async def open(cls, database: Database) -> ScopeClaims:
         return cls(await database.aconnect(autocommit=True), database)
 
-    async def _execute(self, query: str, scope: Scope) -> Any:
+    async def _execute(self, query: str, params: Sequence[Any]) -> list[Any]:
         conn = self.conn
         try:
-            cur = await conn.execute(query, scope.params)
+            cur = await conn.execute(query, params)
         except psycopg.OperationalError:
             if not conn.broken and not conn.closed:
                 raise
             async with self._reconnecting:
                 if self.conn is conn:  # the first to notice reconnects, the others reuse it
                     self.conn = await self.database.aconnect(autocommit=True)
-            cur = await self.conn.execute(query, scope.params)
-        return await cur.fetchone()
+            cur = await self.conn.execute(query, params)
+        return await cur.fetchall()
+
+    async def _each(self, query: str, scopes: Sequence[Scope]) -> list[bool]:
+        """``query`` (an advisory-lock call) for each scope, in one statement, in order."""
+        columns = [list(column) for column in zip(*(s.params for s in scopes), strict=True)]
+        return [bool(row[0]) for row in await self._execute(query, columns)]
 
     async def claim(self, scope: Scope) -> bool:
         """True if this run now owns the scope; False if a live run does."""
-        row = await self._execute(f"SELECT pg_try_advisory_lock({_CLAIM_KEY})", scope)
-        return bool(row and row[0])
+        return (await self.claim_each([scope]))[0]
+
+    async def claim_each(self, scopes: Sequence[Scope]) -> list[bool]:
+        """:meth:`claim` for each of ``scopes``, in one round trip."""
+        return await self._each(_CLAIM, scopes) if scopes else []
 
     async def release(self, scope: Scope) -> None:
-        await self._execute(f"SELECT pg_advisory_unlock({_CLAIM_KEY})", scope)
+        await self.release_each([scope])
+
+    async def release_each(self, scopes: Sequence[Scope]) -> None:
+        if scopes:
+            await self._each(_RELEASE, scopes)
 
     async def close(self) -> None:
         await self.conn.close()

@@ -292,15 +292,17 @@ async def ensure_ann_indexes(pool: Any, embedder: TextEmbedder, scope: Scope) ->
     min_rows = embedder.settings.ann_min_rows
     if not min_rows:
         return []
+    async with pool.connection() as conn:  # a quick read: most scopes have nothing due
+        due = await repo.ann_indexes_due(conn, scope, embedder.model, min_rows)
     built: list[str] = []
+    if not due:
+        return built
     # CREATE INDEX CONCURRENTLY needs a connection of its own, outside any transaction
     async with await psycopg.AsyncConnection.connect(
         pool.conninfo, **{**pool.kwargs, "autocommit": True}
     ) as conn:
-        for kind in ("facts", "snippets"):
-            name = await repo.ensure_ann_index(conn, kind, scope, embedder.model, min_rows)
-            if name:
-                built.append(name)
+        for kind, (scope_key, dims) in due.items():
+            built.append(await repo.build_ann_index(conn, kind, scope_key, dims, embedder.model))
     return built
 
 

@@ -82,7 +82,7 @@ def settings_for(dsn: str, llm: FakeLLMProcess, concurrency: int) -> Settings:
 async def run_flow(settings: Settings) -> tuple[float, dict[str, Any], str]:
     """Wall seconds, the run's summary and its flow run id."""
     from flows.consolidation import ConsolidationParams, consolidation_flow
-    from flows.outcome import ScopesFailedError
+    from agent_memory.errors import ScopesFailedError
 
     use_settings(settings)
     started = time.perf_counter()

@@ -134,15 +134,18 @@ async def _one_group(
     """Consolidate the group's scopes under this run's claims, each step once for all of
     them (a backlog in rounds: a batch per scope each); the outcomes stay on the members."""
     claimed: list[Member] = []
-    for member in group.members:
-        try:
-            if await claims.claim(member.scope):
-                claimed.append(member)
-            else:  # a live run is consolidating this scope right now
-                member.finish_batch(ScopeResult(member.scope, "busy"), plan.max_batches)
-        except Exception as exc:  # the database is unreachable: the scope stays pending
-            error = redact(f"could not claim: {exc}", secrets)
+    try:
+        owned = await claims.claim_each([m.scope for m in group.members])
+    except Exception as exc:  # the database is unreachable: the scopes stay pending
+        error = redact(f"could not claim: {exc}", secrets)
+        for member in group.members:
             member.finish_batch(ScopeResult(member.scope, "failed", error=error), 1)
+        return
+    for member, ours in zip(group.members, owned, strict=True):
+        if ours:
+            claimed.append(member)
+        else:  # a live run is consolidating this scope right now
+            member.finish_batch(ScopeResult(member.scope, "busy"), plan.max_batches)
     try:
         while group.at("claimed"):
             await _one_round(pool, group, extractor, plan, limits, secrets, on_batch)
@@ -150,9 +153,8 @@ async def _one_group(
         if embedder is not None and done:
             await _embed(pool, group.label, done, embedder, limits, secrets)
     finally:
-        for member in claimed:
-            with contextlib.suppress(Exception):  # a dead connection has dropped the lock anyway
-                await claims.release(member.scope)
+        with contextlib.suppress(Exception):  # a dead connection has dropped the locks anyway
+            await claims.release_each([m.scope for m in claimed])
 
 
 async def _embed(

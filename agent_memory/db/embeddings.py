@@ -171,7 +171,8 @@ def ensure(conn: psycopg.Connection[Any]) -> str | None:
 
 def vector_text(vector: list[float]) -> str:
     """pgvector's text form, so no adapter has to be registered on pooled connections."""
-    return "[" + ",".join(map(repr, vector)) + "]"
+    # nine significant digits give back every float4 (what pgvector stores) exactly
+    return "[" + ",".join(map("{:.9g}".format, vector)) + "]"
 
 
 def missing_params(model: str, scope: Scope | None, limit: int, after: int) -> dict[str, Any]:
@@ -308,6 +309,48 @@ def ann_index_sync(
     return AnnIndex(int(row[0]), str(row[1]), model) if row else None
 
 
+# per kind, the size of most of the scope's vectors from the model and how many there are (up
+# to min_rows: enough to know), unless the scope has its own index of that kind already
+ANN_DUE = """
+WITH s AS (SELECT agent_memory.scope_key(%(user_id)s, %(agent_id)s, %(workflow_id)s) AS k)
+SELECT kind, s.k, v.dims, v.n
+FROM s CROSS JOIN (VALUES ('facts'), ('snippets')) AS kinds(kind)
+CROSS JOIN LATERAL (
+    SELECT vector_dims(embedding) AS dims, count(*) AS n
+    FROM (
+        SELECT embedding FROM agent_memory.fact_embeddings
+        WHERE kind = 'facts' AND scope_key = s.k AND model = %(model)s AND embedding IS NOT NULL
+        LIMIT %(min_rows)s
+    ) AS f GROUP BY 1
+    UNION ALL
+    SELECT vector_dims(embedding), count(*)
+    FROM (
+        SELECT embedding FROM agent_memory.snippet_embeddings
+        WHERE kind = 'snippets' AND scope_key = s.k AND model = %(model)s
+          AND embedding IS NOT NULL
+        LIMIT %(min_rows)s
+    ) AS m GROUP BY 1
+    ORDER BY 2 DESC LIMIT 1
+) AS v
+WHERE NOT EXISTS (SELECT 1 FROM agent_memory.ann_indexes a
+                  WHERE a.kind = kinds.kind AND a.scope_key = s.k AND a.model = %(model)s)
+"""
+
+
+async def ann_indexes_due(
+    conn: psycopg.AsyncConnection[Any], scope: Scope, model: str, min_rows: int
+) -> dict[str, tuple[str, int]]:
+    """By kind (``facts``, ``snippets``), the scope key and vector size of each HNSW index the
+    scope should have and has not: it holds ``min_rows`` vectors of one size from ``model``.
+    One statement that only reads: any connection will do."""
+    cur = await conn.execute(ANN_DUE, {**scope.as_dict(), "model": model, "min_rows": min_rows})
+    return {
+        str(kind): (str(key), int(dims))
+        for kind, key, dims, count in await cur.fetchall()
+        if count >= min_rows
+    }
+
+
 async def ensure_ann_index(
     conn: psycopg.AsyncConnection[Any], kind: str, scope: Scope, model: str, min_rows: int
 ) -> str | None:
@@ -317,25 +360,18 @@ async def ensure_ann_index(
     ``conn`` must be in autocommit mode: the index is built CONCURRENTLY, so embedding and
     inject go on meanwhile. Safe to rerun and to run twice at once (the second finds the first's
     index, or fails to build a duplicate and leaves the first's)."""
+    due = (await ann_indexes_due(conn, scope, model, min_rows)).get(kind)
+    return await build_ann_index(conn, kind, *due, model) if due is not None else None
+
+
+async def build_ann_index(
+    conn: psycopg.AsyncConnection[Any], kind: str, scope_key: str, dims: int, model: str
+) -> str:
+    """Build (CONCURRENTLY: ``conn`` in autocommit mode) the HNSW index of ``kind`` over the
+    scope's vectors of ``dims`` from ``model``, and record it; its name."""
     from psycopg import sql
 
     table = _TABLES[kind]
-    params = {**scope.as_dict(), "kind": kind, "model": model}
-    if await ann_index(conn, kind, scope, model) is not None:
-        return None
-    cur = await conn.execute(
-        sql.SQL(
-            "SELECT scope_key, vector_dims(embedding), count(*) FROM (SELECT scope_key, embedding"
-            " FROM agent_memory.{} WHERE scope_key = agent_memory.scope_key(%(user_id)s,"
-            " %(agent_id)s, %(workflow_id)s) AND model = %(model)s AND embedding IS NOT NULL"
-            " LIMIT %(min_rows)s) AS s GROUP BY 1, 2 ORDER BY 3 DESC LIMIT 1"
-        ).format(sql.Identifier(table)),
-        {**params, "min_rows": min_rows},
-    )
-    row = await cur.fetchone()
-    if row is None or row[2] < min_rows:
-        return None
-    scope_key, dims = str(row[0]), int(row[1])
     import hashlib
 
     digest = hashlib.sha256(f"{kind}\0{scope_key}\0{model}".encode()).hexdigest()[:16]

@@ -71,6 +71,9 @@ class LLMExtractor:
         self._structured: bool | None = None  # does the model take a response schema?
         # a setting the provider refused: the run's other calls would fail the same way
         self._setup_error: ExtractorSetupError | None = None
+        # litellm found no price for the model once: the price map does not change in a run,
+        # and each failed lookup costs as much CPU as the rest of the call's bookkeeping
+        self._unpriced = False
 
     def warm(self) -> None:
         """Pay the one-time costs before a run opens connections: importing litellm (seconds,
@@ -160,11 +163,11 @@ class LLMExtractor:
         text = getattr(getattr(choice, "message", None), "content", None) or ""
         usage = getattr(response, "usage", None)
         cost: float | None = (getattr(response, "_hidden_params", None) or {}).get("response_cost")
-        if cost is None:
+        if cost is None and not self._unpriced:
             try:
                 cost = float(litellm.completion_cost(completion_response=response))
             except Exception:  # a model litellm has no price for: unknown, rather than wrong
-                cost = None
+                cost, self._unpriced = None, True
         return text, Usage(
             prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
             completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
