@@ -81,8 +81,8 @@ def settings_for(dsn: str, llm: FakeLLMProcess, concurrency: int) -> Settings:
 
 async def run_flow(settings: Settings) -> tuple[float, dict[str, Any], str]:
     """Wall seconds, the run's summary and its flow run id."""
-    from flows.consolidation import ConsolidationParams, consolidation_flow
     from agent_memory.errors import ScopesFailedError
+    from flows.consolidation import ConsolidationParams, consolidation_flow
 
     use_settings(settings)
     started = time.perf_counter()
@@ -115,6 +115,20 @@ def api(api_url: str, path: str, body: dict[str, Any]) -> Any:
         return json.load(response)
 
 
+def task_runs_of(api_url: str, run_id: str) -> list[dict[str, Any]]:
+    """Every task run the server recorded for the flow run (it answers 200 at a time)."""
+    runs: list[dict[str, Any]] = []
+    while True:
+        page = api(
+            api_url,
+            "/task_runs/filter",
+            {"flow_runs": {"id": {"any_": [run_id]}}, "limit": 200, "offset": len(runs)},
+        )
+        runs += page
+        if len(page) < 200:
+            return runs
+
+
 SERVER_TROUBLE = ("Subscription queue is full", "503", "Service Unavailable", "database is locked")
 
 
@@ -123,12 +137,13 @@ def server_trouble(log: str) -> dict[str, int]:
     return {needle: log.count(needle) for needle in SERVER_TROUBLE}
 
 
-def litellm_cpu_per_call(llm: FakeLLMProcess, calls: int, concurrency: int) -> float:
-    """CPU milliseconds one bare litellm call costs this process (no Prefect, no database):
-    the floor under what one scope can cost, measured against the same loopback server."""
+def bare_litellm(llm: FakeLLMProcess, calls: int, concurrency: int) -> tuple[float, float]:
+    """``calls`` bare litellm calls, ``concurrency`` at a time, against the same loopback
+    server (no Prefect, no database): the CPU milliseconds one costs this process, and the
+    wall seconds they took. The floor under what the flow can do with the same calls."""
     import litellm
 
-    async def run() -> float:
+    async def run() -> tuple[float, float]:
         limit = asyncio.Semaphore(concurrency)
 
         async def one() -> None:
@@ -141,9 +156,9 @@ def litellm_cpu_per_call(llm: FakeLLMProcess, calls: int, concurrency: int) -> f
                 )
 
         await asyncio.gather(*(one() for _ in range(concurrency)))  # warm the client
-        cpu = time.process_time()
+        cpu, started = time.process_time(), time.perf_counter()
         await asyncio.gather(*(one() for _ in range(calls)))
-        return (time.process_time() - cpu) / calls * 1000
+        return (time.process_time() - cpu) / calls * 1000, time.perf_counter() - started
 
     return asyncio.run(run())
 
@@ -311,12 +326,20 @@ def main(argv: list[str] | None = None) -> int:
         # the reference: what a bare litellm call costs this process, in the same run
         def floor() -> dict[str, Any]:
             llm.reset(ANSWER)
-            per_call = litellm_cpu_per_call(llm, 200, concurrency)
+            per_call, _wall = bare_litellm(llm, 200, concurrency)
+            # the same calls as llm_200ms would make, a fifth of them: bare litellm's own
+            # distance from the ideal, which no flow around it can beat
+            calls = max(scopes // 5, 4 * concurrency)
+            llm.reset(ANSWER, delay_s=delay)
+            _cpu, wall = bare_litellm(llm, calls, concurrency)
+            ideal = calls * delay / concurrency
             return {
                 "litellm_cpu_ms_per_call": round(per_call, 2),
                 "cpu_budget_ms_per_scope": round(delay / concurrency * 1000, 2),
+                "bare_200ms_calls": calls,
+                "bare_200ms_wall_over_ideal": round(wall / ideal, 3),
                 "note": "one event loop must spend under the budget per scope to keep "
-                "16 calls of 200 ms in flight",
+                "16 calls of 200 ms in flight; bare_200ms_wall_over_ideal is litellm alone",
             }
 
         section(result, "llm_200ms", slow_llm, prefect.api_url)
@@ -333,9 +356,7 @@ def main(argv: list[str] | None = None) -> int:
             logged = prefect.log_path.stat().st_size
             wall, summary, run_id = asyncio.run(run_flow(settings_for(dsn, llm, concurrency)))
             wait_until_quiet(prefect.api_url)
-            runs = api(
-                prefect.api_url, "/task_runs/filter", {"flow_runs": {"id": {"any_": [run_id]}}}
-            )
+            runs = task_runs_of(prefect.api_url, run_id)
             with open(prefect.log_path, encoding="utf-8", errors="replace") as log:
                 log.seek(logged)
                 trouble = server_trouble(log.read())
@@ -362,6 +383,12 @@ def main(argv: list[str] | None = None) -> int:
         if server is not None:
             server.cleanup()
     full = not args.quick
+    slow, bare = result["llm_200ms"], result["cpu_floor"]
+    if "wall_over_ideal" in slow and "bare_200ms_wall_over_ideal" in bare:
+        # the flow against litellm alone making the same kind of calls, in the same run
+        slow["over_bare_litellm"] = round(
+            slow["wall_over_ideal"] / bare["bare_200ms_wall_over_ideal"], 3
+        )
     scaled = result["scale"]
     result["pass"] = (
         (
