@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any, TypeVar, cast
 
 from prefect import allow_failure, flow, get_run_logger, runtime
@@ -29,7 +30,15 @@ from agent_memory.db.retries import HeldBack
 from agent_memory.decay import Reinforcement
 from agent_memory.embedding import TextEmbedder, make_embedder, vectors_ready
 from agent_memory.extraction import OfflineExtractor, build_extractor
-from agent_memory.groups import BatchPlan, Limits, Member, ScopeGroup, groups_in_flight, split
+from agent_memory.groups import (
+    BatchPlan,
+    Limits,
+    Member,
+    ScopeGroup,
+    Stage,
+    groups_in_flight,
+    split,
+)
 from agent_memory.models import DecayFrom, Scope, Window
 from agent_memory.redact import known_secrets, redact
 from agent_memory.settings import Settings, get_settings
@@ -208,7 +217,7 @@ def _embedder(settings: Settings) -> TextEmbedder | None:
     return make_embedder(settings.embedding)
 
 
-async def _settle(members: list[Member], stage: str, state: Any) -> None:
+async def _settle(members: list[Member], stage: Stage, state: Any) -> None:
     """After a step's task: a member it left at ``stage`` without an error of its own did
     not get its turn (the task itself broke), and takes the task's error."""
     if state.is_completed():
@@ -237,37 +246,20 @@ async def _one_round(
     # each step waits for the states of the steps before it: the UI's task graph draws
     # load -> extract -> write (the group itself travels opaque, not walked by Prefect)
     upstream: list[Any] = []
-    members = group.at("claimed")
-    state = await _state(
-        load_group(pool, _opaque(group), extractor, plan, limits, label, return_state=True)
-    )
-    await _settle(members, "claimed", state)
-    # a step that failed for some members still goes on for the others: allowed upstream
-    upstream.append(allow_failure(_link(state)))
-    members = group.at("loaded")
-    if members:
-        state = await _state(
-            extract_group(
-                pool,
-                _opaque(group),
-                extractor,
-                limits,
-                label,
-                return_state=True,
-                wait_for=upstream,
-            )
-        )
-        await _settle(members, "loaded", state)
+
+    async def step(stage: Stage, call: Callable[..., Any]) -> None:
+        members = group.at(stage)
+        if not members:
+            return
+        state = await _state(call(return_state=True, wait_for=list(upstream)))
+        await _settle(members, stage, state)
+        # a step that failed for some members still goes on for the others: allowed upstream
         upstream.append(allow_failure(_link(state)))
-    members = group.at("extracted")
-    if members:
-        state = await _state(
-            write_group(
-                pool, _opaque(group), plan, limits, label, return_state=True, wait_for=upstream
-            )
-        )
-        await _settle(members, "extracted", state)
-        upstream.append(allow_failure(_link(state)))
+
+    opaque = _opaque(group)
+    await step("claimed", partial(load_group, pool, opaque, extractor, plan, limits, label))
+    await step("loaded", partial(extract_group, pool, opaque, extractor, limits, label))
+    await step("extracted", partial(write_group, pool, opaque, plan, limits, label))
     if group.failing():
         await _state(
             record_failures(

@@ -22,9 +22,10 @@ os.environ.update(
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
         "PREFECT_HOME": str(_HOME / "prefect"),
         "PREFECT_LOGGING_LEVEL": "WARNING",
-        # the test server keeps its state in SQLite: on a loaded 2-core machine eight flows
-        # starting at once kept it locked past the client's 5 retries (62 s of backoff), and
-        # its 503 failed the run; 8 retries wait up to about 8 minutes, and only when it is so
+        # the test server keeps its state in SQLite: with a task run per step and scope, eight
+        # flows starting at once on a loaded 2-core machine kept it locked past the client's
+        # 5 retries and its 503 failed the run. Scopes in groups make a task run per step and
+        # group (about 25 times fewer); the extra retries stay as a margin, waiting only then
         "PREFECT_CLIENT_MAX_RETRIES": "8",
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
         "LITELLM_OFFLINE_MODE": "true",
