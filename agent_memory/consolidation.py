@@ -1,8 +1,8 @@
 """The steps of consolidating one scope, as plain async functions over a connection pool.
 
-The Prefect tasks in ``tasks/`` wrap these one to one (adding retries, names and logging); the
-flow in ``flows/consolidation.py`` puts them in order. Kept here so the logic is testable and
-importable without Prefect.
+The Prefect tasks in ``agent_memory_tasks`` wrap these (adding retries, names and logging); the
+flow in ``agent_memory_flows.consolidation`` puts them in order. Kept here so the logic is
+testable and importable without Prefect.
 
 Guarantees:
 

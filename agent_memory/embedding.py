@@ -43,6 +43,7 @@ class Embedder:
             "input": list(texts),
             "timeout": timeout or s.timeout,
             "num_retries": 0,
+            "drop_params": True,
         }
         if s.api_base:
             kwargs["api_base"] = s.api_base

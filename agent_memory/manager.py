@@ -878,8 +878,8 @@ class MemoryManager:
 
         The one place the library reaches up to ``flows/``; it imports Prefect on first call.
         """
-        from flows.consolidation import ConsolidationParams, consolidation_flow
-        from flows.outcome import run_for_summary
+        from agent_memory_flows.consolidation import ConsolidationParams, consolidation_flow
+        from agent_memory_flows.outcome import run_for_summary
 
         use_settings(self.settings)
         filters: dict[str, Any] = {"scope": scope.as_dict()} if scope else {}
@@ -890,7 +890,7 @@ class MemoryManager:
         self, scope: Scope | None = None, *, as_of: date | None = None, **params: Any
     ) -> dict[str, Any]:
         """Run the Prefect decay flow now (all scopes, or just ``scope``)."""
-        from flows.decay import DecayParams, decay_flow
+        from agent_memory_flows.decay import DecayParams, decay_flow
 
         use_settings(self.settings)
         filters: dict[str, Any] = {"scope": scope.as_dict()} if scope else {}

@@ -3,8 +3,6 @@
 Nothing leaves the machine: Prefect's analytics are off and litellm uses its local price list
 (set here, before any section imports either)."""
 
-import os
+from agent_memory.private import keep_private
 
-os.environ.setdefault("DO_NOT_TRACK", "1")
-os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+keep_private()

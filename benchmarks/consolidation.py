@@ -32,20 +32,16 @@ import tempfile
 import time
 from typing import Any
 
-os.environ.setdefault("DO_NOT_TRACK", "1")
-os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "ERROR")
 os.environ.setdefault("PREFECT_LOGGING_ROOT_LEVEL", "ERROR")
 os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="am-bench-prefect-"))
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 
 import psycopg
 from pydantic import SecretStr
 
 from agent_memory.settings import DatabaseSettings, LLMSettings, Settings, use_settings
+from agent_memory_deployments.server import start_prefect_server
 from benchmarks.database import admin_dsn, fresh_database
-from deployments.server import start_prefect_server
 from tests.fake_llm import FakeLLMProcess
 
 ANSWER = json.dumps([{"content": "User likes benchmarks.", "importance": 0.6}])
@@ -82,7 +78,7 @@ def settings_for(dsn: str, llm: FakeLLMProcess, concurrency: int) -> Settings:
 async def run_flow(settings: Settings) -> tuple[float, dict[str, Any], str]:
     """Wall seconds, the run's summary and its flow run id."""
     from agent_memory.errors import ScopesFailedError
-    from flows.consolidation import ConsolidationParams, consolidation_flow
+    from agent_memory_flows.consolidation import ConsolidationParams, consolidation_flow
 
     use_settings(settings)
     started = time.perf_counter()

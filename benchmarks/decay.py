@@ -51,8 +51,6 @@ from contextlib import asynccontextmanager
 from datetime import date, timedelta
 from typing import Any
 
-os.environ.setdefault("DO_NOT_TRACK", "1")
-os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "ERROR")
 os.environ.setdefault("PREFECT_LOGGING_ROOT_LEVEL", "ERROR")
 if "PREFECT_HOME" not in os.environ:  # (inherited by the inject process: no second directory)
@@ -265,8 +263,8 @@ def run_flow(dsn: str, on: date) -> tuple[float, dict[str, Any]]:
     from pydantic import SecretStr
 
     from agent_memory.settings import DatabaseSettings, Settings, use_settings
-    from flows.decay import DecayParams, decay_flow
-    from flows.outcome import run_for_summary
+    from agent_memory_flows.decay import DecayParams, decay_flow
+    from agent_memory_flows.outcome import run_for_summary
 
     use_settings(
         Settings(db=DatabaseSettings(url=SecretStr(dsn), pool_min_size=1, pool_max_size=4))
@@ -416,7 +414,7 @@ def purge_plan(conn: psycopg.Connection[Any], on: date) -> list[str]:
 
 
 def run(facts: int, scopes: int, inject_idle_s: float) -> dict[str, Any]:
-    from deployments.server import start_prefect_server
+    from agent_memory_deployments.server import start_prefect_server
 
     admin, server = admin_dsn()
     prefect = start_prefect_server()

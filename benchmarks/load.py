@@ -130,9 +130,9 @@ def start_flows(dsn: str, stop_file: Path, env: dict[str, str] | None = None) ->
 
 async def flows_loop(stop_file: Path) -> dict[str, Any]:
     """Run consolidation then decay, again and again, until ``stop_file`` appears."""
-    from flows.consolidation import ConsolidationParams, consolidation_flow
-    from flows.decay import DecayParams, decay_flow
-    from flows.outcome import run_for_summary
+    from agent_memory_flows.consolidation import ConsolidationParams, consolidation_flow
+    from agent_memory_flows.decay import DecayParams, decay_flow
+    from agent_memory_flows.outcome import run_for_summary
 
     done = {"consolidations": 0, "decays": 0, "scopes_failed": 0, "episodes": 0}
     ready = stop_file.with_name("ready")
@@ -266,8 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.agents, args.turns = 10, 20
 
+    from agent_memory_deployments.server import start_prefect_server
     from benchmarks.database import admin_dsn, drop_database, fresh_database
-    from deployments.server import start_prefect_server
 
     admin, server = admin_dsn()
     name = "agent_memory_load"

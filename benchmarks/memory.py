@@ -44,8 +44,8 @@ def rss_mb() -> float:
 
 
 async def child() -> dict[str, Any]:
-    from flows.consolidation import ConsolidationParams, consolidation_flow
-    from flows.outcome import run_for_summary
+    from agent_memory_flows.consolidation import ConsolidationParams, consolidation_flow
+    from agent_memory_flows.outcome import run_for_summary
 
     before = rss_mb()
     episodes = 0
@@ -85,8 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.episodes = 2_000
 
+    from agent_memory_deployments.server import start_prefect_server
     from benchmarks.database import admin_dsn, drop_database, fresh_database
-    from deployments.server import start_prefect_server
 
     admin, server = admin_dsn()
     name = "agent_memory_rss"

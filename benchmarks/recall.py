@@ -38,11 +38,7 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("DO_NOT_TRACK", "1")
-os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "ERROR")
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 
 import psycopg
 from pydantic import SecretStr
@@ -384,8 +380,8 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 async def consolidate_all(settings: Settings, conn: psycopg.Connection[Any]) -> int:
     """Run the consolidation flow until no episode is pending; how many runs it took."""
-    from flows.consolidation import ConsolidationParams, consolidation_flow
-    from flows.outcome import run_for_summary
+    from agent_memory_flows.consolidation import ConsolidationParams, consolidation_flow
+    from agent_memory_flows.outcome import run_for_summary
 
     for run in range(1, 50):
         summary = await run_for_summary(consolidation_flow, ConsolidationParams())
@@ -532,8 +528,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         conversations = conversations[:2]
 
+    from agent_memory_deployments.server import start_prefect_server
     from benchmarks.database import admin_dsn, drop_database, fresh_database
-    from deployments.server import start_prefect_server
     from tests.fake_llm import FakeLLM
 
     admin, server = admin_dsn()

@@ -17,17 +17,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-HOME = Path(tempfile.mkdtemp(prefix="am-screenshot-"))
-os.environ.update(
-    DO_NOT_TRACK="1",
-    PREFECT_SERVER_ANALYTICS_ENABLED="false",
-    PREFECT_HOME=str(HOME / "prefect"),
-    LITELLM_LOCAL_MODEL_COST_MAP="True",
-)
+from agent_memory.private import keep_private  # noqa: E402
 
+HOME = Path(tempfile.mkdtemp(prefix="am-screenshot-"))
+os.environ.update(PREFECT_HOME=str(HOME / "prefect"))
+keep_private()
+
+from agent_memory_deployments.server import start_prefect_server  # noqa: E402
 from benchmarks.consolidation import fresh_database  # noqa: E402
 from benchmarks.database import admin_dsn  # noqa: E402
-from deployments.server import start_prefect_server  # noqa: E402
 
 CONVERSATIONS = {
     "alex": "I'm a Python developer. I prefer async code. We deploy on Kubernetes.",
@@ -41,7 +39,7 @@ CONVERSATIONS = {
 async def run(dsn: str) -> str:
     from agent_memory import MemoryManager, Scope
     from agent_memory.settings import DatabaseSettings, LLMSettings, Settings, use_settings
-    from flows.consolidation import ConsolidationParams, consolidation_flow
+    from agent_memory_flows.consolidation import ConsolidationParams, consolidation_flow
 
     settings = Settings(db=DatabaseSettings(url=dsn), llm=LLMSettings(model=None))
     use_settings(settings)
@@ -67,7 +65,7 @@ async def screenshot(chromium: str, url: str, wait_for_text: str) -> bytes:
 
     import websockets
 
-    from deployments.server import free_port
+    from agent_memory_deployments.server import free_port
 
     port = free_port()
     browser = subprocess.Popen(

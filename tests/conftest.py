@@ -11,6 +11,8 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from agent_memory.private import PRIVATE
+
 # Before Prefect or litellm is imported: no telemetry, no network, a private Prefect home.
 _HOME = Path(tempfile.mkdtemp(prefix="agent-memory-tests-"))
 for _name in [n for n in os.environ if n.startswith(("AGENT_MEMORY_", "PREFECT_"))]:
@@ -18,8 +20,7 @@ for _name in [n for n in os.environ if n.startswith(("AGENT_MEMORY_", "PREFECT_"
 os.environ.pop("DATABASE_URL", None)
 os.environ.update(
     {
-        "DO_NOT_TRACK": "1",
-        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        **PRIVATE,
         "PREFECT_HOME": str(_HOME / "prefect"),
         "PREFECT_LOGGING_LEVEL": "WARNING",
         # the test server keeps its state in SQLite: with a task run per step and scope, eight
@@ -27,8 +28,6 @@ os.environ.update(
         # 5 retries and its 503 failed the run. Scopes in groups make a task run per step and
         # group (about 25 times fewer); the extra retries stay as a margin, waiting only then
         "PREFECT_CLIENT_MAX_RETRIES": "8",
-        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-        "LITELLM_OFFLINE_MODE": "true",
         "AGENT_MEMORY_DB_DATA_DIR": str(_HOME / "unused-embedded"),
         # the retry policy is the production one, with delays short enough for tests
         "AGENT_MEMORY_RETRY_LLM_ATTEMPTS": "2",

@@ -21,9 +21,9 @@ from agent_memory.db import jobs as job_repo
 from agent_memory.db import retries as retry_repo
 from agent_memory.errors import InvalidJobError
 from agent_memory.settings import Settings
-from flows.consolidation import ConsolidationParams, consolidation_flow
-from flows.outcome import run_for_summary
-from flows.retry import RetryParams, retry_flow
+from agent_memory_flows.consolidation import ConsolidationParams, consolidation_flow
+from agent_memory_flows.outcome import run_for_summary
+from agent_memory_flows.retry import RetryParams, retry_flow
 from tests.fake_llm import FakeLLM, facts_answer
 from tests.processes import run_interpreter, run_python
 
@@ -31,7 +31,7 @@ pytestmark = pytest.mark.usefixtures("prefect_harness")
 
 RUN_FLOW = (
     "import asyncio\n"
-    "from flows.consolidation import ConsolidationParams, consolidation_flow\n"
+    "from agent_memory_flows.consolidation import ConsolidationParams, consolidation_flow\n"
     "asyncio.run(consolidation_flow(ConsolidationParams()))\n"
 )
 CLAIM = "hashtextextended(agent_memory.scope_key(%s, %s, %s), 7103)"

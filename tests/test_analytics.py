@@ -16,10 +16,10 @@ import pytest
 from typer.testing import CliRunner
 
 from agent_memory import analytics
-from agent_memory.cli import app
 from agent_memory.models import Scope
 from agent_memory.settings import Settings
-from flows.decay import CHART_KEY, DecayParams, decay_flow
+from agent_memory_deployments.cli import app
+from agent_memory_flows.decay import CHART_KEY, DecayParams, decay_flow
 
 AS_OF = date(2026, 11, 30)
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -235,7 +235,7 @@ async def test_decay_run_attaches_the_chart(
 
 @pytest.fixture
 def cli_env(database_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    from agent_memory import cli
+    from agent_memory_deployments import cli
 
     monkeypatch.setenv("DATABASE_URL", database_url)
     monkeypatch.setattr(cli.console, "width", 250)  # tables are not wrapped at 80 columns

@@ -18,8 +18,8 @@ from agent_memory.backfill import import_checkpoints, import_jsonl, parse_line
 from agent_memory.errors import BackfillError, InvalidScopeError
 from agent_memory.models import Window
 from agent_memory.settings import Settings
-from flows.backfill import PROGRESS_KEY, BackfillParams, backfill_flow
-from flows.outcome import run_for_summary
+from agent_memory_flows.backfill import PROGRESS_KEY, BackfillParams, backfill_flow
+from agent_memory_flows.outcome import run_for_summary
 from tests.fake_llm import FakeLLM, facts_answer
 from tests.processes import run_python
 
@@ -236,7 +236,7 @@ async def test_history_from_a_year_ago_backfilled_today_is_injected_and_survives
 ) -> None:
     from agent_memory import MemoryManager
     from agent_memory.models import Scope
-    from flows.decay import DecayParams, decay_flow
+    from agent_memory_flows.decay import DecayParams, decay_flow
 
     a_year_ago = datetime.now(UTC) - timedelta(days=365)
     said = [
@@ -298,7 +298,7 @@ async def test_history_from_a_year_ago_backfilled_today_is_injected_and_survives
 
 BACKFILL = (
     "import asyncio\n"
-    "from flows.backfill import BackfillParams, backfill_flow\n"
+    "from agent_memory_flows.backfill import BackfillParams, backfill_flow\n"
     "asyncio.run(backfill_flow(BackfillParams(max_episodes_per_scope=2)))\n"
 )
 
@@ -437,8 +437,8 @@ async def test_a_backfill_with_no_window_is_named_for_all_time(settings: Setting
     from prefect import get_client
     from prefect.client.schemas.sorting import FlowRunSort
 
-    from flows.backfill import BackfillParams, backfill_flow
-    from flows.outcome import run_for_summary
+    from agent_memory_flows.backfill import BackfillParams, backfill_flow
+    from agent_memory_flows.outcome import run_for_summary
 
     await run_for_summary(backfill_flow, BackfillParams())
     async with get_client() as client:

@@ -11,8 +11,8 @@ import psycopg
 import pytest
 from typer.testing import CliRunner
 
-from agent_memory.cli import app
 from agent_memory.db.migrations import load_migrations
+from agent_memory_deployments.cli import app
 from tests.processes import run_interpreter
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture
 def cli_env(database_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    from agent_memory import cli
+    from agent_memory_deployments import cli
 
     monkeypatch.setenv("DATABASE_URL", database_url)
     monkeypatch.setattr(cli.console, "width", 250)  # tables are not wrapped at 80 columns
@@ -39,7 +39,7 @@ def test_demo_passes_every_step_on_the_embedded_default(tmp_path: Path) -> None:
     env.update(
         AGENT_MEMORY_DB_DATA_DIR=str(tmp_path / "pgdata"), PREFECT_HOME=str(tmp_path / "prefect")
     )
-    result = run_interpreter(["-m", "agent_memory.cli", "demo"], env, timeout=300)
+    result = run_interpreter(["-m", "agent_memory_deployments.cli", "demo"], env, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.count("✓ OK") == 8
     assert "FAIL" not in result.stdout
@@ -53,13 +53,15 @@ def test_demo_passes_every_step_on_the_embedded_default(tmp_path: Path) -> None:
     assert "database: embedded PostgreSQL" in result.stdout
     assert (tmp_path / "pgdata" / "PG_VERSION").exists()
     # the demo started a Prefect server in the background; the next command reuses it
-    from deployments import local_server
+    from agent_memory_deployments import local_server
 
     home = tmp_path / "prefect"
     try:
         server = local_server.read_state(home)
         assert server is not None and local_server.healthy(server.api_url)
-        again = run_interpreter(["-m", "agent_memory.cli", "consolidate"], env, timeout=300)
+        again = run_interpreter(
+            ["-m", "agent_memory_deployments.cli", "consolidate"], env, timeout=300
+        )
         assert again.returncode == 0, again.stdout + again.stderr
         assert local_server.read_state(home) == server
     finally:
@@ -245,7 +247,7 @@ async def test_a_quiet_terminal_still_sends_the_runs_logs_to_the_ui(settings: An
     from tests.processes import run_python
 
     done = run_python(
-        "import sys\nfrom agent_memory.cli import main\n"
+        "import sys\nfrom agent_memory_deployments.cli import main\n"
         "sys.argv = ['agent-memory', 'jobs', 'retry', '--all']\nmain()\n",
         settings,
         unset=("PREFECT_LOGGING_LEVEL",),  # as a user has it: Prefect's default, INFO

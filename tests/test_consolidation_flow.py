@@ -12,8 +12,8 @@ import pytest
 from agent_memory import MemoryManager, Scope
 from agent_memory.decay import today
 from agent_memory.settings import Settings, use_settings
-from flows.consolidation import SUMMARY_KEY, ConsolidationParams, consolidation_flow
-from flows.outcome import run_for_summary
+from agent_memory_flows.consolidation import SUMMARY_KEY, ConsolidationParams, consolidation_flow
+from agent_memory_flows.outcome import run_for_summary
 from tests.fake_llm import FakeLLM, Reply
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")

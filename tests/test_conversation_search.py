@@ -271,7 +271,7 @@ async def test_the_users_words_stand_in_for_a_restatement_of_them(
 def test_the_search_command_prints_dated_attributed_messages(
     database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agent_memory.cli import app
+    from agent_memory_deployments.cli import app
 
     monkeypatch.setenv("DATABASE_URL", database_url)
     with psycopg.connect(database_url, autocommit=True) as conn:

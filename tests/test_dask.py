@@ -11,8 +11,8 @@ from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 from psycopg.types.json import Jsonb
 
 from agent_memory.settings import Settings
-from flows.dask import DaskConsolidationParams, consolidation_dask_flow
-from flows.outcome import run_for_summary
+from agent_memory_flows.dask import DaskConsolidationParams, consolidation_dask_flow
+from agent_memory_flows.outcome import run_for_summary
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 

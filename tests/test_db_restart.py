@@ -12,8 +12,8 @@ import pytest
 
 from agent_memory import MemoryManager, Scope
 from agent_memory.settings import Settings
-from flows.consolidation import ConsolidationParams, consolidation_flow
-from flows.outcome import run_for_summary
+from agent_memory_flows.consolidation import ConsolidationParams, consolidation_flow
+from agent_memory_flows.outcome import run_for_summary
 from tests.fake_llm import FakeLLM, Reply, facts_answer
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")

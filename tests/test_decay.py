@@ -14,7 +14,7 @@ from agent_memory.db import facts as fact_repo
 from agent_memory.decay import days_to_purge, today
 from agent_memory.models import Fact
 from agent_memory.settings import Settings
-from flows.decay import DecayParams, decay_flow
+from agent_memory_flows.decay import DecayParams, decay_flow
 
 GENERAL = math.log(2) / -math.log(0.95)  # the half-life of 0.95 a day
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from deployments.schedules import SCHEDULES
+from agent_memory_deployments.schedules import SCHEDULES
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -36,8 +36,7 @@ def test_prefect_yaml_matches_the_schedules() -> None:
 def test_entrypoints_load_and_accept_their_parameters(schedule: Any) -> None:
     from prefect.flows import load_flow_from_entrypoint
 
-    path, name = schedule.entrypoint.split(":")
-    flow = load_flow_from_entrypoint(f"{ROOT / path}:{name}")
+    flow = load_flow_from_entrypoint(schedule.entrypoint)
     given = schedule.parameters["params"]
     validated = flow.validate_parameters(schedule.parameters)["params"]
     assert validated.model_dump(include=set(given)) == given
@@ -47,7 +46,7 @@ def test_entrypoints_load_and_accept_their_parameters(schedule: Any) -> None:
 
 @pytest.mark.usefixtures("prefect_harness")
 async def test_serve_builds_both_deployments_with_limits() -> None:
-    from deployments.serve import build_deployments
+    from agent_memory_deployments.serve import build_deployments
 
     deployments = await build_deployments()
     by_name = {d.name: d for d in deployments}

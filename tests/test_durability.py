@@ -21,7 +21,7 @@ from agent_memory.extraction.parse import parse_operations
 from agent_memory.extraction.prompt import OPERATIONS_FORMAT
 from agent_memory.models import Fact, KnownFact
 from agent_memory.settings import MemorySettings, Settings
-from flows.decay import DecayParams, decay_flow
+from agent_memory_flows.decay import DecayParams, decay_flow
 
 GENERAL = math.log(2) / -math.log(0.95)
 

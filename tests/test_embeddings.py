@@ -107,7 +107,7 @@ async def test_reembedding_flow_moves_every_fact_to_a_new_model(
     settings: Settings, fake_llm: FakeLLM, db: psycopg.Connection[Any]
 ) -> None:
     from agent_memory.settings import use_settings
-    from flows.embeddings import EmbedParams, reembed_flow
+    from agent_memory_flows.embeddings import EmbedParams, reembed_flow
 
     load_facts(db, DANA, DATA["facts"])
     use_settings(with_embeddings(settings, fake_llm, "openai/embed-a"))
@@ -144,7 +144,7 @@ async def test_a_failing_embedding_model_leaves_consolidation_and_inject_working
     manager = await MemoryManager.create(settings=embedded, migrate=False)
     try:
         await manager.record(DANA, [HumanMessage("Let me tell you about myself.")])
-        with caplog.at_level(logging.WARNING, logger="flows.consolidation"):
+        with caplog.at_level(logging.WARNING, logger="agent_memory_flows.consolidation"):
             summary = await manager.consolidate(DANA)
         # the facts are written; only their embeddings wait
         assert summary["completed"] == 1 and summary["facts_created"] == len(DATA["facts"])
@@ -160,7 +160,7 @@ async def test_a_failing_embedding_model_leaves_consolidation_and_inject_working
     finally:
         await manager.close()
     fake_llm.embedding_status = 200
-    from flows.embeddings import EmbedParams, reembed_flow
+    from agent_memory_flows.embeddings import EmbedParams, reembed_flow
 
     assert (await reembed_flow(EmbedParams()))["embedded_now"] == len(DATA["facts"])
 
@@ -179,7 +179,7 @@ async def test_facts_the_model_refuses_are_set_aside_and_the_others_embedded(
     embedded: Settings, fake_llm: FakeLLM, db: psycopg.Connection[Any], caplog: Any
 ) -> None:
     from agent_memory.settings import use_settings
-    from flows.embeddings import EmbedParams, reembed_flow
+    from agent_memory_flows.embeddings import EmbedParams, reembed_flow
 
     by_length = sorted((f["content"] for f in DATA["facts"]), key=len)
     too_long = set(by_length[-2:])  # over the model's limit, so their batch is a 400
@@ -232,7 +232,7 @@ async def test_facts_the_model_refuses_are_set_aside_and_the_others_embedded(
 async def test_a_model_that_refuses_everything_is_a_setting_to_fix_not_refused_facts(
     fake_llm: FakeLLM, db: psycopg.Connection[Any]
 ) -> None:
-    from flows.embeddings import EmbedParams, reembed_flow
+    from agent_memory_flows.embeddings import EmbedParams, reembed_flow
 
     fake_llm.embedding_status = 400  # e.g. dimensions the model does not offer
     with pytest.raises(EmbeddingError, match="refuses every input, a probe text too"):
@@ -286,7 +286,7 @@ async def test_a_consolidation_beside_a_model_that_refuses_everything_writes_its
 async def test_a_service_failure_while_halving_records_nothing_and_the_retry_embeds_all(
     fake_llm: FakeLLM, db: psycopg.Connection[Any]
 ) -> None:
-    from flows.embeddings import EmbedParams, reembed_flow
+    from agent_memory_flows.embeddings import EmbedParams, reembed_flow
 
     # the batch is refused, the probe passes, then the service fails on the first half
     fake_llm.embedding_status_queue = [400, 200, 503]
@@ -299,7 +299,7 @@ async def test_a_service_failure_while_halving_records_nothing_and_the_retry_emb
 async def test_a_call_refused_whole_but_accepted_in_parts_embeds_all_and_says_so(
     fake_llm: FakeLLM, db: psycopg.Connection[Any], caplog: Any
 ) -> None:
-    from flows.embeddings import EmbedParams, reembed_flow
+    from agent_memory_flows.embeddings import EmbedParams, reembed_flow
 
     fake_llm.embedding_status_queue = [422]  # e.g. more texts in one call than the model takes
     with caplog.at_level(logging.WARNING, logger="agent_memory.embedding"):
@@ -316,8 +316,8 @@ def test_embed_command_counts_refused_facts_and_retries_them(
 ) -> None:
     from typer.testing import CliRunner
 
-    from agent_memory import cli
-    from agent_memory.cli import app
+    from agent_memory_deployments import cli
+    from agent_memory_deployments.cli import app
 
     monkeypatch.setattr(cli.console, "width", 250)  # one line, not wrapped at 80 columns
     for name, value in {
@@ -387,7 +387,7 @@ async def test_a_server_without_pgvector_says_so_and_falls_back_to_full_text(
         await manager.close()
 
     from agent_memory.settings import use_settings
-    from flows.embeddings import EmbedParams, reembed_flow
+    from agent_memory_flows.embeddings import EmbedParams, reembed_flow
 
     use_settings(app)
     try:

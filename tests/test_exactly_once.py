@@ -14,8 +14,8 @@ import pytest
 from agent_memory import MemoryManager, Scope
 from agent_memory.consolidation import FAULT_ENV, FAULT_POINTS
 from agent_memory.settings import DatabaseSettings, Settings, use_settings
-from flows.consolidation import ConsolidationParams, consolidation_flow
-from flows.outcome import run_for_summary
+from agent_memory_flows.consolidation import ConsolidationParams, consolidation_flow
+from agent_memory_flows.outcome import run_for_summary
 from tests.fake_llm import FakeLLM, Reply, facts_answer
 from tests.processes import run_python
 
@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 RUN_FLOW = (
     "import asyncio\n"
-    "from flows.consolidation import ConsolidationParams, consolidation_flow\n"
+    "from agent_memory_flows.consolidation import ConsolidationParams, consolidation_flow\n"
     "asyncio.run(consolidation_flow(ConsolidationParams()))\n"
 )
 

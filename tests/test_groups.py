@@ -12,8 +12,8 @@ from pydantic import ValidationError
 from agent_memory import MemoryManager, Scope
 from agent_memory.groups import ScopeGroup, groups_in_flight, split
 from agent_memory.settings import ConsolidationSettings, Settings, use_settings
-from flows.consolidation import ConsolidationParams, consolidation_flow
-from flows.outcome import run_for_summary
+from agent_memory_flows.consolidation import ConsolidationParams, consolidation_flow
+from agent_memory_flows.outcome import run_for_summary
 
 USERS = [f"grouped-{i}" for i in range(1, 6)]
 
@@ -113,7 +113,7 @@ async def test_a_step_whose_task_itself_breaks_fails_its_group_s_scopes_and_the_
     db: psycopg.Connection[Any],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import tasks.consolidation as consolidation_tasks
+    import agent_memory_tasks.consolidation as consolidation_tasks
 
     grouped(settings, 2)
     for user in USERS[:3]:

@@ -14,8 +14,8 @@ import pytest
 
 from agent_memory.errors import PrefectServerError
 from agent_memory.settings import PrefectSettings
-from deployments import local_server
-from deployments.server import free_port
+from agent_memory_deployments import local_server
+from agent_memory_deployments.server import free_port
 from tests.processes import ROOT, run_interpreter
 
 pytestmark = pytest.mark.system
@@ -55,7 +55,7 @@ def test_an_idle_server_stops_by_itself(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "deployments.local_server",
+            "agent_memory_deployments.local_server",
             "keep",
             "--port",
             str(free_port()),
@@ -91,7 +91,7 @@ def test_a_server_that_cannot_start_is_one_line_saying_what_to_do(
         AGENT_MEMORY_PREFECT_START_TIMEOUT_S="0.05",
         AGENT_MEMORY_PREFECT_PORT=str(free_port()),
     )
-    result = run_interpreter(["-m", "agent_memory.cli", "consolidate"], env)
+    result = run_interpreter(["-m", "agent_memory_deployments.cli", "consolidate"], env)
     assert result.returncode == 2, result.stdout + result.stderr
     [line] = [x for x in result.stderr.splitlines() if x.strip()]
     assert line.startswith("error: could not start a local Prefect server on port ")

@@ -17,9 +17,14 @@ from agent_memory import MemoryManager, Scope
 from agent_memory.db import retries as retry_repo
 from agent_memory.errors import InvalidJobError
 from agent_memory.settings import JobSettings, Settings, use_settings
-from flows.consolidation import FAILED_EVENT, PARKED_EVENT, ConsolidationParams, consolidation_flow
-from flows.outcome import run_for_summary
-from flows.retry import RetryParams, retry_flow
+from agent_memory_flows.consolidation import (
+    FAILED_EVENT,
+    PARKED_EVENT,
+    ConsolidationParams,
+    consolidation_flow,
+)
+from agent_memory_flows.outcome import run_for_summary
+from agent_memory_flows.retry import RetryParams, retry_flow
 from tests.fake_llm import FakeLLM, Reply
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
@@ -223,7 +228,7 @@ async def test_a_failed_scope_emits_an_event(
 def test_cli_lists_dead_jobs_and_refuses_a_bad_retry(
     llm_settings: Settings, db: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agent_memory import cli
+    from agent_memory_deployments import cli
 
     monkeypatch.setenv("DATABASE_URL", llm_settings.db.url.get_secret_value())  # type: ignore[union-attr]
     monkeypatch.setattr(cli.console, "width", 250)

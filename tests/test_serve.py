@@ -15,8 +15,8 @@ import psycopg
 import pytest
 
 from agent_memory.errors import PrefectServerError
-from deployments.schedules import SCHEDULES
-from deployments.server import free_port, prefect_database_url
+from agent_memory_deployments.schedules import SCHEDULES
+from agent_memory_deployments.server import free_port, prefect_database_url
 from tests.prefect_api import api, wait_for
 
 pytestmark = pytest.mark.system
@@ -35,7 +35,7 @@ def served(database_url: str, tmp_path: Path) -> Iterator[tuple[str, subprocess.
         PREFECT_SERVER_ANALYTICS_ENABLED="false",
     )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "agent_memory.cli", "serve", "--port", str(port)],
+        [sys.executable, "-m", "agent_memory_deployments.cli", "serve", "--port", str(port)],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -99,7 +99,7 @@ def test_serve_registers_schedules_and_runs_a_triggered_consolidation(
 
 def test_a_prefect_server_that_cannot_start_is_named(tmp_path: Path) -> None:
     from agent_memory.errors import PrefectServerError
-    from deployments.server import start_prefect_server
+    from agent_memory_deployments.server import start_prefect_server
 
     with pytest.raises(PrefectServerError, match=r"256\.0\.0\.1:\d+ exited with \d+; see .*\.log"):
         start_prefect_server("256.0.0.1", free_port(), home=tmp_path / "prefect", timeout=120)

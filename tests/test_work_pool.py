@@ -20,8 +20,8 @@ from psycopg.types.json import Jsonb
 
 from agent_memory import Scope
 from agent_memory.groups import ScopeGroup
-from deployments.schedules import CONSOLIDATION, SCHEDULES
-from deployments.server import PrefectServer, start_prefect_server
+from agent_memory_deployments.schedules import CONSOLIDATION, SCHEDULES
+from agent_memory_deployments.server import PrefectServer, start_prefect_server
 from tests.fake_llm import FakeLLM, Reply, facts_answer
 from tests.prefect_api import api, wait_for
 from tests.system_postgres import system_bindir, system_postgres
@@ -47,7 +47,6 @@ def prefect_env(server: PrefectServer, database_url: str, tmp_path: Path) -> dic
         PREFECT_SERVER_ANALYTICS_ENABLED="false",
         PREFECT_WORKER_QUERY_SECONDS="1",
         DATABASE_URL=database_url,
-        AGENT_MEMORY_HOME=str(ROOT),  # prefect.yaml's pull step: the flows' code
     )
     return env
 

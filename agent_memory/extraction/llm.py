@@ -14,7 +14,7 @@ each read of the socket, so a server sending its answer a byte at a time would h
 from __future__ import annotations
 
 import asyncio
-import os
+import sys
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -25,20 +25,19 @@ from agent_memory.extraction.faults import classify
 from agent_memory.extraction.parse import parse_operations
 from agent_memory.extraction.prompt import OPERATIONS_FORMAT, PROMPT_VERSION, build_messages
 from agent_memory.models import Episode, KnownFact
+from agent_memory.private import LITELLM_OFFLINE, keep_private
 from agent_memory.settings import LLMSettings
-
-# litellm fetches a price list over the network at import unless told to use its local copy.
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-# ...and may try to download a tokenizer from a model hub for some model names.
-os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 
 
 def _litellm() -> Any:
+    """litellm, imported on first use. When this library is the first to import it, litellm is
+    kept off the network (:data:`~agent_memory.private.LITELLM_OFFLINE`, unless the environment
+    already says otherwise); an application that imported litellm first keeps its own choice.
+    No litellm global is set: what this library needs it passes with each call."""
+    if "litellm" not in sys.modules:
+        keep_private(defaults=LITELLM_OFFLINE)
     import litellm
 
-    litellm.suppress_debug_info = True  # else every error prints a help banner to stdout
-    litellm.disable_hf_tokenizer_download = True
-    litellm.drop_params = True
     return litellm
 
 
@@ -128,6 +127,7 @@ class LLMExtractor:
                     timeout=s.timeout,
                     num_retries=0,
                     max_retries=0,
+                    drop_params=True,  # a setting the model does not take is left out
                     **({"response_format": OPERATIONS_FORMAT} if self.structured() else {}),
                 )
         except TimeoutError:

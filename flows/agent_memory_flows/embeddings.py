@@ -19,7 +19,7 @@ from agent_memory.db.pool import open_pool
 from agent_memory.embedding import make_embedder, vectors_ready
 from agent_memory.errors import EmbeddingError
 from agent_memory.settings import get_settings
-from tasks.consolidation import embed_facts
+from agent_memory_tasks.consolidation import embed_facts
 
 SUMMARY_KEY = "memory-reembed-summary"
 MAX_REFUSALS_SHOWN = 20

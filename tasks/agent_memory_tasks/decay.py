@@ -12,7 +12,7 @@ from agent_memory.db import facts as fact_repo
 from agent_memory.db.migrations import policy_params
 from agent_memory.decay import DecayPolicy
 from agent_memory.models import Scope
-from tasks.policy import DB_RETRIES, STEP
+from agent_memory_tasks.policy import DB_RETRIES, STEP
 
 
 @task(name="sync-decay-policy", **STEP, **DB_RETRIES)

@@ -11,7 +11,7 @@ from prefect import task
 from agent_memory.consolidation import ScopeResult
 from agent_memory.models import Scope, Window
 from agent_memory.settings import get_settings
-from tasks.policy import STEP
+from agent_memory_tasks.policy import STEP
 
 
 @task(name="consolidate-chunk", task_run_name="consolidate [{label}]", **STEP)
@@ -19,7 +19,7 @@ async def consolidate_chunk(
     scopes: list[Scope], params: Any, window: Window | None, label: str
 ) -> list[ScopeResult]:
     """Consolidate these scopes in this (worker) process; one result per scope with work."""
-    from flows.consolidation import consolidate_scopes, open_run_pool
+    from agent_memory_flows.consolidation import consolidate_scopes, open_run_pool
 
     async with open_run_pool(get_settings()) as pool:
         return await consolidate_scopes(pool, scopes, params, window)

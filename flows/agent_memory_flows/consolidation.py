@@ -42,9 +42,9 @@ from agent_memory.groups import (
 from agent_memory.models import DecayFrom, Scope, Window
 from agent_memory.redact import known_secrets, redact
 from agent_memory.settings import Settings, get_settings
-from flows.outcome import outcome
-from flows.params import ScopeParam
-from tasks.consolidation import (
+from agent_memory_flows.outcome import outcome
+from agent_memory_flows.params import ScopeParam
+from agent_memory_tasks.consolidation import (
     Embedding,
     embed_group,
     extract_group,

@@ -30,7 +30,7 @@ from agent_memory.errors import TransientEmbeddingError, TransientExtractionErro
 from agent_memory.extraction.base import Extractor
 from agent_memory.groups import BatchPlan, Limits, Member, ScopeGroup
 from agent_memory.models import Scope, Window
-from tasks.policy import DB_RETRIES, EMBED_RETRIES, LLM_RETRIES, STEP
+from agent_memory_tasks.policy import DB_RETRIES, EMBED_RETRIES, LLM_RETRIES, STEP
 
 
 @task(name="find-pending-scopes", **STEP, **DB_RETRIES)

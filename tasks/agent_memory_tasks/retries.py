@@ -13,7 +13,7 @@ from psycopg_pool import AsyncConnectionPool
 from agent_memory.db import jobs as job_repo
 from agent_memory.db import retries as retry_repo
 from agent_memory.models import Scope
-from tasks.policy import DB_RETRIES, STEP
+from agent_memory_tasks.policy import DB_RETRIES, STEP
 
 
 @task(name="find-retry-scopes", **STEP, **DB_RETRIES)

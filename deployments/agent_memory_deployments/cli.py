@@ -20,6 +20,7 @@ from rich.table import Table
 
 from agent_memory.errors import AgentMemoryError
 from agent_memory.models import JobStatus, Scope, scope_label
+from agent_memory.private import keep_private
 from agent_memory.settings import Settings, use_settings
 
 app = typer.Typer(
@@ -42,10 +43,7 @@ WorkflowOpt = Annotated[str | None, typer.Option("--workflow", help="workflow_id
 
 def _private_defaults(*, quiet: bool = False) -> None:
     """No telemetry, no network at import; set before Prefect or litellm is imported."""
-    os.environ.setdefault("DO_NOT_TRACK", "1")
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
+    keep_private()
     if quiet:
         # a quiet terminal, not a quiet UI: only the console handler is raised, so the run's
         # INFO records still go to the Prefect API (the UI's logs tab)
@@ -73,7 +71,7 @@ def _flow_server() -> None:
         return
     if PREFECT_API_URL.value():
         return
-    from deployments.local_server import ensure
+    from agent_memory_deployments.local_server import ensure
 
     os.environ["PREFECT_API_URL"] = ensure(settings)
     refresh_global_settings_context()
@@ -163,8 +161,8 @@ def consolidate(
         scope = _scope(user, agent, workflow)
         _settings()
         _flow_server()
-        from flows.consolidation import ConsolidationParams, consolidation_flow
-        from flows.outcome import run_for_summary
+        from agent_memory_flows.consolidation import ConsolidationParams, consolidation_flow
+        from agent_memory_flows.outcome import run_for_summary
 
         params = ConsolidationParams(
             scope=scope.as_dict() if scope else None,  # type: ignore[arg-type]
@@ -209,7 +207,7 @@ def decay(
         scope = _scope(user, agent, workflow)
         _settings()
         _flow_server()
-        from flows.decay import DecayParams, decay_flow
+        from agent_memory_flows.decay import DecayParams, decay_flow
 
         params = DecayParams(
             scope=scope.as_dict() if scope else None,  # type: ignore[arg-type]
@@ -287,7 +285,7 @@ def embed(
     try:
         _settings()
         _flow_server()
-        from flows.embeddings import EmbedParams, reembed_flow
+        from agent_memory_flows.embeddings import EmbedParams, reembed_flow
 
         summary = asyncio.run(reembed_flow(EmbedParams(limit=limit, retry_rejected=retry_rejected)))
     except AgentMemoryError as exc:
@@ -503,8 +501,8 @@ def jobs_retry(
         if job:
             asyncio.run(_check_retryable(settings, job))
         _flow_server()
-        from flows.outcome import run_for_summary
-        from flows.retry import RetryParams, retry_flow
+        from agent_memory_flows.outcome import run_for_summary
+        from agent_memory_flows.retry import RetryParams, retry_flow
 
         summary = asyncio.run(
             run_for_summary(
@@ -591,7 +589,7 @@ def serve(
     _private_defaults()
     server = None
     if not os.environ.get("PREFECT_API_URL"):
-        from deployments.server import start_prefect_server
+        from agent_memory_deployments.server import start_prefect_server
 
         try:
             server = start_prefect_server(host, port, database_url=prefect_database_url)
@@ -600,7 +598,7 @@ def serve(
         os.environ["PREFECT_API_URL"] = server.api_url
         console.print(f"Prefect server and UI: {server.url}")
     _settings()
-    from deployments.serve import serve_all
+    from agent_memory_deployments.serve import serve_all
 
     try:
         asyncio.run(serve_all())
@@ -622,7 +620,7 @@ app.add_typer(server_app, name="server")
 @server_app.command("status")
 def server_status() -> None:
     """Say whether the background Prefect server runs, and where its UI is."""
-    from deployments.local_server import healthy, prefect_home, read_state
+    from agent_memory_deployments.local_server import healthy, prefect_home, read_state
 
     server = read_state(prefect_home())
     if server is None:
@@ -641,7 +639,7 @@ def server_status() -> None:
 @server_app.command("stop")
 def server_stop() -> None:
     """Stop the background Prefect server (its runs' history stays in PREFECT_HOME)."""
-    from deployments.local_server import stop
+    from agent_memory_deployments.local_server import stop
 
     server = stop()
     console.print(
@@ -827,8 +825,8 @@ def backfill_run(
         database = resolve(settings.db)
         setup_schema(database, settings.memory)
         _flow_server()
-        from flows.backfill import BackfillParams, backfill_flow
-        from flows.outcome import run_for_summary
+        from agent_memory_flows.backfill import BackfillParams, backfill_flow
+        from agent_memory_flows.outcome import run_for_summary
 
         params = BackfillParams(
             since=window.since,

@@ -26,9 +26,9 @@ from agent_memory.db.facts import count_faded
 from agent_memory.db.pool import open_pool
 from agent_memory.models import DecayFrom, Scope, Window
 from agent_memory.settings import get_settings
-from flows.consolidation import ConsolidationParams, run_consolidation
-from flows.outcome import outcome
-from flows.params import ScopeParam
+from agent_memory_flows.consolidation import ConsolidationParams, run_consolidation
+from agent_memory_flows.outcome import outcome
+from agent_memory_flows.params import ScopeParam
 
 SUMMARY_KEY = "memory-backfill-summary"
 PROGRESS_KEY = "memory-backfill-progress"

@@ -20,9 +20,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agent_memory.db.pool import open_pool
 from agent_memory.settings import get_settings
-from flows.consolidation import ConsolidationParams, run_consolidation
-from flows.outcome import outcome
-from tasks.retries import failed_jobs_of_run, find_retry_scopes, link_runs
+from agent_memory_flows.consolidation import ConsolidationParams, run_consolidation
+from agent_memory_flows.outcome import outcome
+from agent_memory_tasks.retries import failed_jobs_of_run, find_retry_scopes, link_runs
 
 SUMMARY_KEY = "memory-retry-summary"
 

@@ -6,10 +6,10 @@ from typing import Any
 
 from prefect import aserve
 
-from deployments.schedules import CONSOLIDATION, DECAY, RETRY, Schedule
-from flows.consolidation import consolidation_flow
-from flows.decay import decay_flow
-from flows.retry import retry_flow
+from agent_memory_deployments.schedules import CONSOLIDATION, DECAY, RETRY, Schedule
+from agent_memory_flows.consolidation import consolidation_flow
+from agent_memory_flows.decay import decay_flow
+from agent_memory_flows.retry import retry_flow
 
 
 async def _deployment(flow: Any, schedule: Schedule) -> Any:

@@ -28,15 +28,15 @@ from agent_memory.db.pool import open_pool
 from agent_memory.extraction import build_extractor
 from agent_memory.redact import redact
 from agent_memory.settings import get_settings
-from flows.consolidation import (
+from agent_memory_flows.consolidation import (
     SUMMARY_KEY,
     ConsolidationParams,
     pending_scopes,
     publish,
     run_window,
 )
-from flows.outcome import outcome
-from tasks.fanout import consolidate_chunk
+from agent_memory_flows.fanout import consolidate_chunk
+from agent_memory_flows.outcome import outcome
 
 
 class DaskConsolidationParams(ConsolidationParams):

@@ -21,8 +21,13 @@ from agent_memory import analytics
 from agent_memory.db.pool import open_pool
 from agent_memory.decay import DecayPolicy, today
 from agent_memory.settings import get_settings
-from flows.params import ScopeParam
-from tasks.decay import decay_analytics, purge_faded_facts, record_decay_run, sync_decay_policy
+from agent_memory_flows.params import ScopeParam
+from agent_memory_tasks.decay import (
+    decay_analytics,
+    purge_faded_facts,
+    record_decay_run,
+    sync_decay_policy,
+)
 
 
 class DecayParams(BaseModel):

@@ -126,7 +126,7 @@ def _start(settings: PrefectSettings, home: Path) -> LocalServer:
             [
                 sys.executable,
                 "-m",
-                "deployments.local_server",
+                "agent_memory_deployments.local_server",
                 "keep",
                 "--port",
                 str(settings.port),
@@ -139,7 +139,7 @@ def _start(settings: PrefectSettings, home: Path) -> LocalServer:
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # it outlives this command, and its Ctrl-C
-            cwd=Path(__file__).resolve().parent.parent,
+            cwd=home,  # not the caller's folder: its own modules must not shadow ours
             env={**os.environ, "PREFECT_HOME": str(home)},
         )
     deadline = time.monotonic() + settings.start_timeout_s
@@ -177,7 +177,7 @@ def stop(home: Path | None = None, timeout: float = 30.0) -> LocalServer | None:
 
 def _keep(port: int, idle_s: float, timeout: float) -> int:
     """The keeper: start the server, publish its address, stop it when idle or told to."""
-    from deployments.server import free_port, start_prefect_server
+    from agent_memory_deployments.server import free_port, start_prefect_server
 
     home = prefect_home()
     if not _port_free(port):  # taken by something that is not a Prefect server: another one

@@ -18,6 +18,7 @@ from pathlib import Path
 from types import TracebackType
 
 from agent_memory.errors import PrefectServerError
+from agent_memory.private import TELEMETRY_OFF, keep_private
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -90,8 +91,7 @@ def start_prefect_server(
     port = port or free_port(host)
     env = dict(os.environ)
     env.pop("PREFECT_API_URL", None)  # the server must not try to talk to another one
-    env.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    env.setdefault("DO_NOT_TRACK", "1")
+    keep_private(env, TELEMETRY_OFF)
     if home is not None:
         env["PREFECT_HOME"] = str(home)
     if database_url is not None:

@@ -9,6 +9,9 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Schedule:
+    """One deployment: its flow (a module path, importable wherever the package is installed),
+    when it runs and with what."""
+
     name: str
     entrypoint: str
     cron: str
@@ -20,7 +23,7 @@ class Schedule:
 
 CONSOLIDATION = Schedule(
     name="memory-consolidation-hourly",
-    entrypoint="flows/consolidation.py:consolidation_flow",
+    entrypoint="agent_memory_flows.consolidation.consolidation_flow",
     cron="0 * * * *",
     description="Consolidate pending episodes into facts, every hour.",
     parameters={"params": {"max_scopes": 10_000, "max_episodes_per_scope": 1_000}},
@@ -28,7 +31,7 @@ CONSOLIDATION = Schedule(
 
 DECAY = Schedule(
     name="memory-decay-daily",
-    entrypoint="flows/decay.py:decay_flow",
+    entrypoint="agent_memory_flows.decay.decay_flow",
     cron="15 3 * * *",
     description="Purge faded facts and publish decay analytics, every day at 03:15 UTC.",
     parameters={"params": {"batch_size": 5_000}},
@@ -36,7 +39,7 @@ DECAY = Schedule(
 
 RETRY = Schedule(
     name="memory-retry-failed",
-    entrypoint="flows/retry.py:retry_flow",
+    entrypoint="agent_memory_flows.retry.retry_flow",
     cron="*/10 * * * *",
     description="Consolidate again the failed scopes whose backoff has passed, every 10 minutes.",
     parameters={"params": {"max_scopes": 10_000}},
