@@ -44,7 +44,7 @@ from agent_memory.extraction.offline import summarize
 from agent_memory.extraction.prompt import format_episodes
 from agent_memory.models import DecayFrom, Episode, Fact, KnownFact, Operation, Scope, Window
 from agent_memory.redact import redact
-from agent_memory.settings import get_settings
+from agent_memory.settings import JobSettings
 
 Outcome = Literal["completed", "skipped", "failed", "busy", "empty"]
 
@@ -623,15 +623,15 @@ async def fail(
     job_id: int | None,
     error: BaseException,
     secrets: list[str | None],
+    policy: JobSettings,
     batch: ScopeBatch | None = None,
 ) -> ScopeResult:
-    """Record a failed scope: its job row says why and what it cost; its episodes stay
-    pending."""
+    """Record a failed scope: its job row says why and what it cost, ``policy`` when it is
+    tried again; its episodes stay pending."""
     message = redact(f"{type(error).__name__}: {error}", secrets)
     spent = batch.spent if batch is not None else Usage()
     failure = None
     if job_id is not None:
-        policy = get_settings().jobs
         async with pool.connection() as conn, conn.transaction():
             await job_repo.finish(conn, job_id, "failed", error=message, usage=spent)
             failure = await retry_repo.record_failure(

@@ -27,6 +27,7 @@ from agent_memory.consolidation import ScopeBatch, ScopeResult
 from agent_memory.decay import DEFAULT_REINFORCEMENT, Reinforcement
 from agent_memory.extraction.base import Extraction, Extractor
 from agent_memory.models import DecayFrom, Scope, Window
+from agent_memory.settings import JobSettings
 
 Stage = Literal["claimed", "loaded", "extracted", "done"]
 
@@ -118,6 +119,8 @@ class BatchPlan:
     window: Window | None = None
     decay_from: DecayFrom = "import"
     reinforce: Reinforcement = DEFAULT_REINFORCEMENT
+    # when a failed scope is tried again, and when it is parked
+    failures: JobSettings = field(default_factory=JobSettings.model_construct)
 
 
 @dataclass
@@ -197,8 +200,9 @@ async def fail(
     """Record the member's failed step in its job row; it is done for this run."""
     assert member.error is not None
     batch = member.batch
+    job_id = batch.job_id if batch else None
     result = await steps.fail(
-        pool, member.scope, batch.job_id if batch else None, member.error, secrets, batch
+        pool, member.scope, job_id, member.error, secrets, plan.failures, batch
     )
     member.finish_batch(result, plan.max_batches)
     return result

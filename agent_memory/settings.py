@@ -375,38 +375,8 @@ class PrefectSettings(BaseSettings):
     )
 
 
-class Settings(BaseModel):
-    """All settings; each part reads its own environment variables."""
-
-    db: DatabaseSettings = Field(default_factory=DatabaseSettings)
-    llm: LLMSettings = Field(default_factory=LLMSettings)
-    memory: MemorySettings = Field(default_factory=MemorySettings)
-    jobs: JobSettings = Field(default_factory=JobSettings)
-    embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
-    prefect: PrefectSettings = Field(default_factory=PrefectSettings)
-    consolidation: ConsolidationSettings = Field(default_factory=ConsolidationSettings)
-
-
-_override: Settings | None = None
-
-
-def get_settings() -> Settings:
-    """The settings in force: the ones installed by :func:`use_settings`, else the environment's.
-
-    Flows call this rather than taking a DSN or key as a parameter, so secrets never travel in
-    flow parameters (which Prefect stores and shows in its UI).
-    """
-    return _override if _override is not None else Settings()
-
-
-def use_settings(settings: Settings | None) -> None:
-    """Install ``settings`` for this process (``None`` goes back to the environment)."""
-    global _override
-    _override = settings
-
-
 class RetrySettings(BaseSettings):
-    """Retry policy of the pipeline's tasks (read once, when ``tasks`` is imported)."""
+    """Retry policy of the pipeline's tasks (each run applies the settings in force)."""
 
     model_config = SettingsConfigDict(
         env_prefix="AGENT_MEMORY_RETRY_", env_file=".env", extra="ignore"
@@ -417,3 +387,48 @@ class RetrySettings(BaseSettings):
     llm_jitter: float = Field(default=0.5, ge=0.0, le=5.0)
     db_attempts: int = Field(default=2, ge=0, le=20)
     db_delay_s: float = Field(default=1.0, ge=0.0, le=600.0)
+
+
+class Settings(BaseModel):
+    """All settings; each part reads its own environment variables."""
+
+    db: DatabaseSettings = Field(default_factory=DatabaseSettings)
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+    memory: MemorySettings = Field(default_factory=MemorySettings)
+    jobs: JobSettings = Field(default_factory=JobSettings)
+    embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    prefect: PrefectSettings = Field(default_factory=PrefectSettings)
+    consolidation: ConsolidationSettings = Field(default_factory=ConsolidationSettings)
+    retry: RetrySettings = Field(default_factory=RetrySettings)
+
+
+_override: Settings | None = None
+# the environment's settings, and the variables they were read from
+_from_environment: tuple[tuple[tuple[str, str], ...], Settings] | None = None
+_READS = ("AGENT_MEMORY_", "DATABASE_URL")
+
+
+def _environment() -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((k, v) for k, v in os.environ.items() if k.upper().startswith(_READS)))
+
+
+def get_settings() -> Settings:
+    """The settings in force: the ones installed by :func:`use_settings`, else the environment's
+    (read once, and again only when one of its variables changed).
+
+    Flows call this once at the start of a run rather than taking a DSN or key as a parameter,
+    so secrets never travel in flow parameters (which Prefect stores and shows in its UI).
+    """
+    global _from_environment
+    if _override is not None:
+        return _override
+    seen = _environment()
+    if _from_environment is None or _from_environment[0] != seen:
+        _from_environment = (seen, Settings())
+    return _from_environment[1]
+
+
+def use_settings(settings: Settings | None) -> None:
+    """Install ``settings`` for this process (``None`` goes back to the environment)."""
+    global _override
+    _override = settings

@@ -175,6 +175,24 @@ async def test_llm_failure_leaves_failed_job_and_pending_episodes_while_others_c
     ).fetchone() == (0,)
 
 
+@pytest.mark.parametrize("attempts", [0, 3])
+async def test_a_managers_retry_settings_reach_the_tasks(
+    llm_settings: Settings, fake_llm: FakeLLM, attempts: int
+) -> None:
+    """The retry policy is the run's settings (here a manager's, not the environment's)."""
+    fake_llm.reset(lambda request: Reply("unavailable", status=503))
+    retry = llm_settings.retry.model_copy(update={"llm_attempts": attempts})
+    settings = llm_settings.model_copy(update={"retry": retry})
+    manager = await MemoryManager.create(settings=settings, migrate=False)
+    try:
+        await manager.record(Scope(user_id="retried"), TALK)
+        summary = await manager.consolidate()
+    finally:
+        await manager.close()
+    assert summary["failed"] == 1
+    assert fake_llm.calls == 1 + attempts
+
+
 async def test_transient_fault_is_retried_then_succeeds(
     llm_settings: Settings, fake_llm: FakeLLM, db: psycopg.Connection[Any]
 ) -> None:

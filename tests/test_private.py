@@ -27,15 +27,15 @@ print(json.dumps({
     'loaded_at_import': loaded,
     'environment_changed_at_import': changed,
     'globals': [litellm.drop_params, litellm.suppress_debug_info],
-    'offline': {k: os.environ.get(k) for k in %r},
+    'offline': {k: os.environ.get(k) for k in sys.argv[2].split(',')},
 }))
-""" % sorted(LITELLM_OFFLINE)
+"""
 
 
 def probe(order: str) -> dict[str, object]:
     env = {k: v for k, v in os.environ.items() if k not in PRIVATE}
     done = subprocess.run(
-        [sys.executable, "-c", PROBE, order],
+        [sys.executable, "-c", PROBE, order, ",".join(LITELLM_OFFLINE)],
         env=env,
         capture_output=True,
         text=True,

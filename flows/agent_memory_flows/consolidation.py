@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any, TypeVar, cast
 
-from prefect import allow_failure, flow, get_run_logger, runtime
+from prefect import Task, allow_failure, flow, get_run_logger, runtime
 from prefect.artifacts import acreate_markdown_artifact, acreate_table_artifact
 from prefect.events import emit_event
 from prefect.utilities.annotations import quote
@@ -30,6 +30,7 @@ from agent_memory.db.retries import HeldBack
 from agent_memory.decay import Reinforcement
 from agent_memory.embedding import TextEmbedder, make_embedder, vectors_ready
 from agent_memory.extraction import OfflineExtractor, build_extractor
+from agent_memory.extraction.base import Extractor
 from agent_memory.groups import (
     BatchPlan,
     Limits,
@@ -41,7 +42,7 @@ from agent_memory.groups import (
 )
 from agent_memory.models import DecayFrom, Scope, Window
 from agent_memory.redact import known_secrets, redact
-from agent_memory.settings import Settings, get_settings
+from agent_memory.settings import RetrySettings, Settings, get_settings
 from agent_memory_flows.outcome import outcome
 from agent_memory_flows.params import ScopeParam
 from agent_memory_tasks.consolidation import (
@@ -55,6 +56,7 @@ from agent_memory_tasks.consolidation import (
     settle_abandoned_runs,
     write_group,
 )
+from agent_memory_tasks.policy import configured
 
 SUMMARY_KEY = "memory-consolidation-summary"
 
@@ -129,22 +131,41 @@ def _run_name() -> str:
     return f"consolidate [{where}]"
 
 
-async def _one_group(
-    pool: Any,
-    claims: ScopeClaims,
-    group: ScopeGroup,
-    extractor: Any,
-    plan: BatchPlan,
-    limits: Limits,
-    secrets: list[str | None],
-    on_batch: OnBatch | None = None,
-    embedder: TextEmbedder | None = None,
-) -> None:
+@dataclasses.dataclass
+class _Run:
+    """What every group of one run shares: its pool and claims, extractor and embedder, batch
+    plan and limits, the secrets to redact, and its steps under the run's retry policy."""
+
+    pool: AsyncConnectionPool
+    claims: ScopeClaims
+    extractor: Extractor
+    plan: BatchPlan
+    limits: Limits
+    secrets: list[str | None]
+    retry: RetrySettings
+    on_batch: OnBatch | None = None
+    embedder: TextEmbedder | None = None
+    load: Task[..., Any] = dataclasses.field(init=False)
+    extract: Task[..., Any] = dataclasses.field(init=False)
+    write: Task[..., Any] = dataclasses.field(init=False)
+    fail: Task[..., Any] = dataclasses.field(init=False)
+    embed: Task[..., Any] = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        self.load = configured(load_group, self.retry)
+        self.extract = configured(extract_group, self.retry)
+        self.write = configured(write_group, self.retry)
+        self.fail = configured(record_failures, self.retry)
+        self.embed = configured(embed_group, self.retry)
+
+
+async def _one_group(run: _Run, group: ScopeGroup) -> None:
     """Consolidate the group's scopes under this run's claims, each step once for all of
     them (a backlog in rounds: a batch per scope each); the outcomes stay on the members."""
     claimed: list[Member] = []
+    plan, secrets = run.plan, run.secrets
     try:
-        owned = await claims.claim_each([m.scope for m in group.members])
+        owned = await run.claims.claim_each([m.scope for m in group.members])
     except Exception as exc:  # the database is unreachable: the scopes stay pending
         error = redact(f"could not claim: {exc}", secrets)
         for member in group.members:
@@ -157,29 +178,22 @@ async def _one_group(
             member.finish_batch(ScopeResult(member.scope, "busy"), plan.max_batches)
     try:
         while group.at("claimed"):
-            await _one_round(pool, group, extractor, plan, limits, secrets, on_batch)
+            await _one_round(run, group)
         done = [m for m in claimed if any(r.outcome == "completed" for r in m.results)]
-        if embedder is not None and done:
-            await _embed(pool, group.label, done, embedder, limits, secrets)
+        if run.embedder is not None and done:
+            await _embed(run, group.label, done, run.embedder)
     finally:
         with contextlib.suppress(Exception):  # a dead connection has dropped the locks anyway
-            await claims.release_each([m.scope for m in claimed])
+            await run.claims.release_each([m.scope for m in claimed])
 
 
-async def _embed(
-    pool: Any,
-    label: str,
-    members: list[Member],
-    embedder: TextEmbedder,
-    limits: Limits,
-    secrets: list[str | None],
-) -> None:
+async def _embed(run: _Run, label: str, members: list[Member], embedder: TextEmbedder) -> None:
     """Embed the members' new facts. The facts are already written: a failure here leaves
     them without embeddings (the next run, or ``agent-memory embed``, catches up), not the
     scope failed."""
     work = Embedding([m.scope for m in members])
     state = await _state(
-        embed_group(pool, _opaque(work), embedder, limits, label, return_state=True)
+        run.embed(run.pool, _opaque(work), embedder, run.limits, label, return_state=True)
     )
     if not state.is_completed():  # a scope that did not get its turn has the task's error
         error = await state.aresult(raise_on_failure=False)
@@ -189,7 +203,7 @@ async def _embed(
     for member in members:
         scope, result = member.scope, member.results[-1]
         if scope in work.errors:
-            note = redact(f"facts not embedded yet: {work.errors[scope]}", secrets)
+            note = redact(f"facts not embedded yet: {work.errors[scope]}", run.secrets)
             logging.getLogger(__name__).warning("%s: %s", scope.label, note)
             result.repairs.append(note)
         elif work.done[scope].refused:  # each one is in the log, with the model's reason
@@ -230,15 +244,7 @@ async def _settle(members: list[Member], stage: Stage, state: Any) -> None:
             member.error = error
 
 
-async def _one_round(
-    pool: Any,
-    group: ScopeGroup,
-    extractor: Any,
-    plan: BatchPlan,
-    limits: Limits,
-    secrets: list[str | None],
-    on_batch: OnBatch | None = None,
-) -> None:
+async def _one_round(run: _Run, group: ScopeGroup) -> None:
     """Load, extract and write the next batch of each of the group's scopes that has one,
     then record the failures: one task run per step for the whole group."""
     label = group.label
@@ -256,21 +262,15 @@ async def _one_round(
         # a step that failed for some members still goes on for the others: allowed upstream
         upstream.append(allow_failure(_link(state)))
 
+    pool, plan, limits, secrets = run.pool, run.plan, run.limits, run.secrets
     opaque = _opaque(group)
-    await step("claimed", partial(load_group, pool, opaque, extractor, plan, limits, label))
-    await step("loaded", partial(extract_group, pool, opaque, extractor, limits, label))
-    await step("extracted", partial(write_group, pool, opaque, plan, limits, label))
+    await step("claimed", partial(run.load, pool, opaque, run.extractor, plan, limits, label))
+    await step("loaded", partial(run.extract, pool, opaque, run.extractor, limits, label))
+    await step("extracted", partial(run.write, pool, opaque, plan, limits, label))
     if group.failing():
         await _state(
-            record_failures(
-                pool,
-                _opaque(group),
-                secrets,
-                plan,
-                limits,
-                label,
-                return_state=True,
-                wait_for=upstream,
+            run.fail(
+                pool, opaque, secrets, plan, limits, label, return_state=True, wait_for=upstream
             )
         )
         for member in group.failing():  # the database itself is gone: report, do not hide
@@ -280,14 +280,12 @@ async def _one_round(
             )
             job_id = member.batch.job_id if member.batch is not None else None
             member.finish_batch(ScopeResult(member.scope, "failed", job_id, error=error), 1)
-    if on_batch is None:
+    if run.on_batch is None:
         return
     for member in group.members:
         for result in member.results[before[id(member)] :]:
-            if result.outcome in ("busy",):
-                continue
             try:
-                await on_batch(result)
+                await run.on_batch(result)
             except Exception as exc:  # progress reporting must not undo the work
                 logging.getLogger(__name__).warning("progress update failed: %s", exc)
 
@@ -366,9 +364,8 @@ async def pending_scopes(
     out their backoff."""
     only = params.scope.to_scope() if params.scope else None
     retried = (runtime.flow_run.run_count or 1) > 1
-    scopes: list[Scope] = await find_pending_scopes(
-        pool, only, params.max_scopes, window, include_waiting=retried
-    )
+    find = configured(find_pending_scopes, get_settings().retry)
+    scopes: list[Scope] = await find(pool, only, params.max_scopes, window, include_waiting=retried)
     return scopes
 
 
@@ -398,25 +395,25 @@ async def consolidate_scopes(
         window=window,
         decay_from=params.decay_from,
         reinforce=Reinforcement.of(settings.memory),
+        failures=settings.jobs,
     )
     size = settings.consolidation.group_size
     groups = split(scopes, size)
     in_flight = asyncio.Semaphore(groups_in_flight(size, settings.llm.max_concurrency))
     embedder = await asyncio.to_thread(_embedder, settings)
     claims = await ScopeClaims.open(resolve(settings.db))
+    run = _Run(pool, claims, extractor, plan, limits, secrets, settings.retry, on_batch, embedder)
 
     async def one(group: ScopeGroup) -> None:
         async with in_flight:
-            await _one_group(
-                pool, claims, group, extractor, plan, limits, secrets, on_batch, embedder
-            )
+            await _one_group(run, group)
 
     try:
         # one group's unexpected error must not close the pool under the others
         errors = await asyncio.gather(*(one(g) for g in groups), return_exceptions=True)
     finally:
         with contextlib.suppress(Exception):
-            await claims.close()
+            await run.claims.close()
     results: list[ScopeResult] = []
     for group, error in zip(groups, errors, strict=True):
         for member in group.members:
@@ -450,11 +447,11 @@ async def run_consolidation(
     extractor = await _extractor(settings)  # before any connection is open
     held: HeldBack | None = None
     async with open_run_pool(settings) as pool:
-        await settle_abandoned_runs(pool)
+        await configured(settle_abandoned_runs, settings.retry)(pool)
         if scopes is None:
             scopes = await pending_scopes(pool, params, window)
             if params.scope is None and (runtime.flow_run.run_count or 1) <= 1:
-                held = await find_held_back(pool)
+                held = await configured(find_held_back, settings.retry)(pool)
         results = await consolidate_scopes(pool, scopes, params, window, on_batch, extractor)
     return await publish(results, extractor.name, summary_key, held)
 

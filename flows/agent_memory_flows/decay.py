@@ -28,6 +28,7 @@ from agent_memory_tasks.decay import (
     record_decay_run,
     sync_decay_policy,
 )
+from agent_memory_tasks.policy import configured
 
 
 class DecayParams(BaseModel):
@@ -83,10 +84,13 @@ async def decay_flow(
     label = scope.label if scope else "all scopes"
     async with open_pool(settings, max_size=2) as pool:
         # purge with the policy the expiry days were computed with, then apply a changed one
-        purged = await purge_faded_facts(pool, purge_below, as_of, scope, params.batch_size, label)
-        await sync_decay_policy(pool, policy, as_of)
-        report = await decay_analytics(pool, as_of, scope, purge_below, purged, label)
-        await record_decay_run(pool, report, scope, policy)
+        retry = settings.retry
+        purge = configured(purge_faded_facts, retry)
+        purged = await purge(pool, purge_below, as_of, scope, params.batch_size, label)
+        await configured(sync_decay_policy, retry)(pool, policy, as_of)
+        analyse = configured(decay_analytics, retry)
+        report = await analyse(pool, as_of, scope, purge_below, purged, label)
+        await configured(record_decay_run, retry)(pool, report, scope, policy)
     await acreate_table_artifact(
         table=report.distribution or [{"importance": "-", "facts": 0}],
         key="memory-decay-distribution",

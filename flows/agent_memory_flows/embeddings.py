@@ -20,6 +20,7 @@ from agent_memory.embedding import make_embedder, vectors_ready
 from agent_memory.errors import EmbeddingError
 from agent_memory.settings import get_settings
 from agent_memory_tasks.consolidation import embed_facts
+from agent_memory_tasks.policy import configured
 
 SUMMARY_KEY = "memory-reembed-summary"
 MAX_REFUSALS_SHOWN = 20
@@ -60,7 +61,8 @@ async def reembed_flow(
             async with pool.connection() as conn:
                 retried = await embedding_repo.forget_rejections(conn, embedder.model)
             get_run_logger().info("asking %s again for %d refused fact(s)", embedder.model, retried)
-        done = await embed_facts(pool, None, embedder, "all scopes", params.limit)
+        embed = configured(embed_facts, settings.retry)
+        done = await embed(pool, None, embedder, "all scopes", params.limit)
         async with pool.connection() as conn:
             embedded, left, refused = await embedding_repo.counts(conn, embedder.model)
     shown = [

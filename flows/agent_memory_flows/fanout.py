@@ -6,15 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from prefect import task
-
 from agent_memory.consolidation import ScopeResult
 from agent_memory.models import Scope, Window
 from agent_memory.settings import get_settings
-from agent_memory_tasks.policy import STEP
+from agent_memory_tasks.policy import step
 
 
-@task(name="consolidate-chunk", task_run_name="consolidate [{label}]", **STEP)
+@step("none", "consolidate-chunk", task_run_name="consolidate [{label}]")
 async def consolidate_chunk(
     scopes: list[Scope], params: Any, window: Window | None, label: str
 ) -> list[ScopeResult]:

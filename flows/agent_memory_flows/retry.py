@@ -22,6 +22,7 @@ from agent_memory.db.pool import open_pool
 from agent_memory.settings import get_settings
 from agent_memory_flows.consolidation import ConsolidationParams, run_consolidation
 from agent_memory_flows.outcome import outcome
+from agent_memory_tasks.policy import configured
 from agent_memory_tasks.retries import failed_jobs_of_run, find_retry_scopes, link_runs
 
 SUMMARY_KEY = "memory-retry-summary"
@@ -54,12 +55,15 @@ async def retry_flow(
     params: RetryParams = RetryParams(),  # noqa: B008 - immutable in practice
 ) -> Any:
     """Consolidate failed scopes again (see the module's docstring for which)."""
-    async with open_pool(get_settings(), max_size=1) as pool:
+    settings = get_settings()
+    failed_of_run = configured(failed_jobs_of_run, settings.retry)
+    find = configured(find_retry_scopes, settings.retry)
+    async with open_pool(settings, max_size=1) as pool:
         job_ids = params.job_ids
         if params.from_run is not None:
-            job_ids = await failed_jobs_of_run(pool, params.from_run)
+            job_ids = await failed_of_run(pool, params.from_run)
         scopes = (
-            await find_retry_scopes(pool, job_ids, params.all_failed, params.max_scopes)
+            await find(pool, job_ids, params.all_failed, params.max_scopes)
             if job_ids or params.from_run is None
             else []
         )

@@ -8,7 +8,7 @@ from typing import Any, cast
 from uuid import UUID
 
 import psycopg
-from prefect import get_client, get_run_logger, task
+from prefect import get_client, get_run_logger
 from prefect.client.schemas.objects import State
 from prefect.states import Crashed, Failed
 from psycopg_pool import AsyncConnectionPool
@@ -30,10 +30,10 @@ from agent_memory.errors import TransientEmbeddingError, TransientExtractionErro
 from agent_memory.extraction.base import Extractor
 from agent_memory.groups import BatchPlan, Limits, Member, ScopeGroup
 from agent_memory.models import Scope, Window
-from agent_memory_tasks.policy import DB_RETRIES, EMBED_RETRIES, LLM_RETRIES, STEP
+from agent_memory_tasks.policy import step
 
 
-@task(name="find-pending-scopes", **STEP, **DB_RETRIES)
+@step("db", "find-pending-scopes")
 async def find_pending_scopes(
     pool: AsyncConnectionPool,
     only: Scope | None,
@@ -58,7 +58,7 @@ def _raise_first(again: list[Member], step: str, logger: Any) -> None:
         raise cast(Exception, again[0].error)
 
 
-@task(name="load-episodes", task_run_name="load [{group_label}]", **STEP, **DB_RETRIES)
+@step("db", "load-episodes", task_run_name="load [{group_label}]")
 async def load_group(
     pool: AsyncConnectionPool,
     group: ScopeGroup,
@@ -88,7 +88,7 @@ async def load_group(
     _raise_first(again, "load", logger)
 
 
-@task(name="extract-facts", task_run_name="extract [{group_label}]", **STEP, **LLM_RETRIES)
+@step("llm", "extract-facts", task_run_name="extract [{group_label}]")
 async def extract_group(
     pool: AsyncConnectionPool,
     group: ScopeGroup,
@@ -124,7 +124,7 @@ async def extract_group(
     _raise_first(again, "extract", logger)
 
 
-@task(name="write-facts", task_run_name="write [{group_label}]", **STEP, **DB_RETRIES)
+@step("db", "write-facts", task_run_name="write [{group_label}]")
 async def write_group(
     pool: AsyncConnectionPool,
     group: ScopeGroup,
@@ -156,7 +156,7 @@ async def write_group(
     _raise_first(again, "write", logger)
 
 
-@task(name="record-failure", task_run_name="fail [{group_label}]", **STEP, **DB_RETRIES)
+@step("db", "record-failure", task_run_name="fail [{group_label}]")
 async def record_failures(
     pool: AsyncConnectionPool,
     group: ScopeGroup,
@@ -232,7 +232,7 @@ async def _embed(
     return done
 
 
-@task(name="embed-facts", task_run_name="embed [{scope_label}]", **STEP, **EMBED_RETRIES)
+@step("embedding", "embed-facts", task_run_name="embed [{scope_label}]")
 async def embed_facts(
     pool: AsyncConnectionPool,
     scope: Scope | None,
@@ -254,7 +254,7 @@ class Embedding:
     errors: dict[Scope, Exception] = field(default_factory=dict)
 
 
-@task(name="embed-facts", task_run_name="embed [{group_label}]", **STEP, **EMBED_RETRIES)
+@step("embedding", "embed-facts", task_run_name="embed [{group_label}]")
 async def embed_group(
     pool: AsyncConnectionPool,
     work: Embedding,
@@ -288,7 +288,7 @@ async def embed_group(
         raise again[0]
 
 
-@task(name="find-held-back-scopes", **STEP, **DB_RETRIES)
+@step("db", "find-held-back-scopes")
 async def find_held_back(pool: AsyncConnectionPool) -> HeldBack:
     """The scopes with pending episodes this run leaves out (in backoff, or parked), said in
     the run's log with the command that takes them now."""
@@ -300,7 +300,7 @@ async def find_held_back(pool: AsyncConnectionPool) -> HeldBack:
     return held
 
 
-@task(name="settle-abandoned-runs", **STEP, **DB_RETRIES)
+@step("db", "settle-abandoned-runs")
 async def settle_abandoned_runs(pool: AsyncConnectionPool) -> int:
     """Mark Crashed in Prefect the runs that left jobs 'running' and are gone (killed, or
     their machine died): Prefect cannot tell, and shows them Running forever otherwise. This

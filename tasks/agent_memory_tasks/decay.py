@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import date
 
-from prefect import get_run_logger, task
+from prefect import get_run_logger
 from psycopg_pool import AsyncConnectionPool
 
 from agent_memory import analytics
@@ -12,10 +12,10 @@ from agent_memory.db import facts as fact_repo
 from agent_memory.db.migrations import policy_params
 from agent_memory.decay import DecayPolicy
 from agent_memory.models import Scope
-from agent_memory_tasks.policy import DB_RETRIES, STEP
+from agent_memory_tasks.policy import step
 
 
-@task(name="sync-decay-policy", **STEP, **DB_RETRIES)
+@step("db", "sync-decay-policy")
 async def sync_decay_policy(pool: AsyncConnectionPool, policy: DecayPolicy, as_of: date) -> int:
     """Apply changed half-lives or a changed purge threshold (rescaling the facts they concern
     once); returns rows rewritten."""
@@ -31,7 +31,7 @@ async def sync_decay_policy(pool: AsyncConnectionPool, policy: DecayPolicy, as_o
     return rewritten
 
 
-@task(name="purge-faded-facts", task_run_name="purge [{scope_label}]", **STEP, **DB_RETRIES)
+@step("db", "purge-faded-facts", task_run_name="purge [{scope_label}]")
 async def purge_faded_facts(
     pool: AsyncConnectionPool,
     purge_below: float,
@@ -47,7 +47,7 @@ async def purge_faded_facts(
     return purged
 
 
-@task(name="decay-analytics", task_run_name="analytics [{scope_label}]", **STEP, **DB_RETRIES)
+@step("db", "decay-analytics", task_run_name="analytics [{scope_label}]")
 async def decay_analytics(
     pool: AsyncConnectionPool,
     as_of: date,
@@ -61,7 +61,7 @@ async def decay_analytics(
     return analytics.report(frame, as_of=as_of, purge_below=purge_below, purged=purged)
 
 
-@task(name="record-decay-run", **STEP, **DB_RETRIES)
+@step("db", "record-decay-run")
 async def record_decay_run(
     pool: AsyncConnectionPool,
     report: analytics.DecayReport,

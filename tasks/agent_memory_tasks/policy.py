@@ -1,17 +1,29 @@
-"""Retry policies shared by the tasks, from ``AGENT_MEMORY_RETRY_*`` settings."""
+"""How the pipeline's steps become Prefect tasks: no cache, no stored result, and the retry
+policy of their kind, from the run's ``AGENT_MEMORY_RETRY_*`` settings.
+
+A step is declared once with :func:`step` (its policy at the settings' defaults); a flow runs
+it as :func:`configured` for the settings in force in that run (a manager's, or those
+installed by ``use_settings``), so nothing is read from the environment at import.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import threading
+from collections.abc import Callable
+from typing import Any, Literal, ParamSpec, TypeVar, cast
 
 import psycopg
+from prefect import Task
 from prefect.cache_policies import NO_CACHE
 from prefect.tasks import exponential_backoff
 
 from agent_memory.errors import TransientEmbeddingError, TransientExtractionError
 from agent_memory.settings import RetrySettings
 
-_retry = RetrySettings()
+RetryKind = Literal["db", "llm", "embedding", "none"]
+T = TypeVar("T", bound=Task[Any, Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 
 # Steps take a connection pool, which cannot be hashed or persisted: no cache, no result storage.
 STEP: dict[str, Any] = {"cache_policy": NO_CACHE, "persist_result": False}
@@ -38,19 +50,49 @@ async def retry_db(task: Any, task_run: Any, state: Any) -> bool:
     return await _transient((psycopg.OperationalError,), state)
 
 
-LLM_RETRIES: dict[str, Any] = {
-    "retries": _retry.llm_attempts,
-    "retry_delay_seconds": exponential_backoff(backoff_factor=_retry.llm_backoff_s)
-    if _retry.llm_backoff_s > 0
-    else 0,
-    "retry_jitter_factor": _retry.llm_jitter,
-    "retry_condition_fn": retry_llm,
-}
+def retry_options(kind: RetryKind, retry: RetrySettings) -> dict[str, Any]:
+    """The task options of a step of ``kind`` under ``retry``."""
+    if kind == "none":
+        return {"retries": 0}
+    if kind == "db":
+        return {
+            "retries": retry.db_attempts,
+            "retry_delay_seconds": retry.db_delay_s,
+            "retry_condition_fn": retry_db,
+        }
+    delay = exponential_backoff(backoff_factor=retry.llm_backoff_s) if retry.llm_backoff_s else 0
+    return {
+        "retries": retry.llm_attempts,
+        "retry_delay_seconds": delay,
+        "retry_jitter_factor": retry.llm_jitter,
+        "retry_condition_fn": retry_llm if kind == "llm" else retry_embedding,
+    }
 
-DB_RETRIES: dict[str, Any] = {
-    "retries": _retry.db_attempts,
-    "retry_delay_seconds": _retry.db_delay_s,
-    "retry_condition_fn": retry_db,
-}
 
-EMBED_RETRIES: dict[str, Any] = {**LLM_RETRIES, "retry_condition_fn": retry_embedding}
+# the field defaults, not the environment: a run applies its own settings
+DEFAULTS = RetrySettings.model_construct()
+_KINDS: dict[str, RetryKind] = {}
+_configured: dict[tuple[int, str], Any] = {}
+_lock = threading.Lock()
+
+
+def step(kind: RetryKind, name: str, **options: Any) -> Callable[[Callable[P, R]], Task[P, R]]:
+    """Declare a pipeline step named ``name`` whose retries are of ``kind``."""
+
+    def declare(fn: Callable[P, R]) -> Task[P, R]:
+        _KINDS[name] = kind
+        return Task(fn=fn, name=name, **STEP, **retry_options(kind, DEFAULTS), **options)
+
+    return declare
+
+
+def configured(declared: T, retry: RetrySettings) -> T:
+    """``declared`` with the retry policy of its kind under ``retry`` (made once per task and
+    settings: a run calls its steps many times)."""
+    key = (id(declared), retry.model_dump_json())
+    with _lock:
+        found = _configured.get(key)
+        if found is None:
+            options = retry_options(_KINDS[declared.name], retry)
+            found = _configured[key] = declared.with_options(**options)
+    return cast(T, found)

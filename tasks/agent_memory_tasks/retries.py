@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from prefect import get_client, get_run_logger, task
+from prefect import get_client, get_run_logger
 from prefect.artifacts import acreate_markdown_artifact
 from prefect.client.schemas.actions import ArtifactCreate
 from prefect.settings import PREFECT_UI_URL
@@ -13,10 +13,10 @@ from psycopg_pool import AsyncConnectionPool
 from agent_memory.db import jobs as job_repo
 from agent_memory.db import retries as retry_repo
 from agent_memory.models import Scope
-from agent_memory_tasks.policy import DB_RETRIES, STEP
+from agent_memory_tasks.policy import step
 
 
-@task(name="find-retry-scopes", **STEP, **DB_RETRIES)
+@step("db", "find-retry-scopes")
 async def find_retry_scopes(
     pool: AsyncConnectionPool, job_ids: list[int] | None, all_failed: bool, limit: int
 ) -> list[Scope]:
@@ -41,7 +41,7 @@ async def find_retry_scopes(
     return scopes[:limit]
 
 
-@task(name="find-failed-jobs-of-run", **STEP, **DB_RETRIES)
+@step("db", "find-failed-jobs-of-run")
 async def failed_jobs_of_run(pool: AsyncConnectionPool, flow_run_id: str) -> list[int]:
     """The jobs that failed (or were parked) in one flow run."""
     async with pool.connection() as conn:
@@ -50,7 +50,7 @@ async def failed_jobs_of_run(pool: AsyncConnectionPool, flow_run_id: str) -> lis
     return job_ids
 
 
-@task(name="link-runs", **STEP)
+@step("none", "link-runs")
 async def link_runs(old_run_id: str, new_run_id: str, scopes: int) -> None:
     """An artifact on each run naming the other: the retried run leads to its retry, and the
     retry to what it retried (best effort: the retry itself does not depend on it)."""
