@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import signal
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -47,23 +45,6 @@ from agent_memory.redact import redact
 from agent_memory.settings import JobSettings
 
 Outcome = Literal["completed", "skipped", "failed", "busy", "empty"]
-
-FAULT_ENV = "AGENT_MEMORY_FAULT_KILL_AT"
-FAULT_RAISE_ENV = "AGENT_MEMORY_FAULT_RAISE_AT"
-FAULT_POINTS = ("after_load", "after_llm", "in_write", "after_commit")
-
-
-def fault_point(name: str) -> None:
-    """Crash testing: AGENT_MEMORY_FAULT_KILL_AT=<name> kills the process here by SIGKILL;
-    AGENT_MEMORY_FAULT_RAISE_AT=<name> raises a broken-connection error here instead.
-
-    The tests use them to prove exactly-once at each step boundary; unset, they do nothing.
-    """
-    if os.environ.get(FAULT_ENV) == name:
-        os.kill(os.getpid(), signal.SIGKILL)
-    if os.environ.get(FAULT_RAISE_ENV) == name:
-        raise psycopg.OperationalError(f"injected fault at {name}")
-
 
 _CLAIM = """
 SELECT pg_try_advisory_lock(hashtextextended(agent_memory.scope_key(u, a, w), 7103))
@@ -313,7 +294,6 @@ async def load_batch(
         as_of = min(today(), max(e.occurred_at for e in chosen).astimezone(UTC).date())
         current = await fact_repo.known(conn, scope, KNOWN_FACTS, as_of)
     known = [KnownFact(n, *fact) for n, fact in enumerate(current, 1)]
-    fault_point("after_load")
     return ScopeBatch(
         scope,
         chosen,
@@ -386,7 +366,6 @@ async def extract(
         raise
     batch.spent.add(extraction.usage)
     await store_extraction(pool, batch.checksum, extractor, extraction)
-    fault_point("after_llm")
     return extraction
 
 
@@ -439,8 +418,6 @@ async def write(
             model=extraction.extractor if extraction else None,
         )
         await retry_repo.clear(conn, scope)  # a failure streak ends with a consolidation
-        fault_point("in_write")
-    fault_point("after_commit")
     return ScopeResult(
         scope=scope,
         outcome=status,

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from agent_memory.settings import Settings
+from tests import faults
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -33,6 +34,8 @@ def run_python(
         ),
         **extra_env,
     )
+    if env.get(faults.KILL_AT) or env.get(faults.RAISE_AT):
+        code = faults.INSTALL + code
     return run_interpreter(["-c", code], env)
 
 

@@ -16,7 +16,6 @@ import psycopg
 import pytest
 
 from agent_memory import MemoryManager, Scope
-from agent_memory.consolidation import FAULT_ENV
 from agent_memory.db import jobs as job_repo
 from agent_memory.db import retries as retry_repo
 from agent_memory.errors import InvalidJobError
@@ -24,6 +23,7 @@ from agent_memory.settings import Settings
 from agent_memory_flows.consolidation import ConsolidationParams, consolidation_flow
 from agent_memory_flows.outcome import run_for_summary
 from agent_memory_flows.retry import RetryParams, retry_flow
+from tests import faults
 from tests.fake_llm import FakeLLM, facts_answer
 from tests.processes import run_interpreter, run_python
 
@@ -61,7 +61,7 @@ async def test_jobs_a_killed_run_left_running_are_retried_and_the_run_reads_cras
 ) -> None:
     fake_llm.reset(facts_answer)
     await record(llm_settings, "kim")
-    killed = run_python(RUN_FLOW, llm_settings, **{FAULT_ENV: "after_load"})
+    killed = run_python(RUN_FLOW, llm_settings, **{faults.KILL_AT: "after_load"})
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     (job_id, run_id) = db.execute(
         "SELECT id, flow_run_id FROM agent_memory.consolidation_jobs WHERE status = 'running'"

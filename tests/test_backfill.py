@@ -20,6 +20,7 @@ from agent_memory.models import Window
 from agent_memory.settings import Settings
 from agent_memory_flows.backfill import PROGRESS_KEY, BackfillParams, backfill_flow
 from agent_memory_flows.outcome import run_for_summary
+from tests import faults
 from tests.fake_llm import FakeLLM, facts_answer
 from tests.processes import run_python
 
@@ -308,8 +309,6 @@ BACKFILL = (
 def test_an_interrupted_backfill_resumes_without_redoing_work(
     llm_settings: Settings, fake_llm: FakeLLM, db: psycopg.Connection[Any], tmp_path: Path
 ) -> None:
-    from agent_memory.consolidation import FAULT_ENV
-
     start = datetime(2026, 1, 1, tzinfo=UTC)
     lines = [
         line(
@@ -325,7 +324,7 @@ def test_an_interrupted_backfill_resumes_without_redoing_work(
         return run_python(BACKFILL, llm_settings, **extra)
 
     # killed (SIGKILL) right after its first batch of two episodes committed
-    killed = backfill(**{FAULT_ENV: "after_commit"})
+    killed = backfill(**{faults.KILL_AT: "after_commit"})
     assert killed.returncode == -9, killed.stderr[-2000:]
     assert count(db, consolidated=True) == 2
     assert fake_llm.calls == 1

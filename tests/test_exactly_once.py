@@ -12,10 +12,10 @@ import psycopg
 import pytest
 
 from agent_memory import MemoryManager, Scope
-from agent_memory.consolidation import FAULT_ENV, FAULT_POINTS
 from agent_memory.settings import DatabaseSettings, Settings, use_settings
 from agent_memory_flows.consolidation import ConsolidationParams, consolidation_flow
 from agent_memory_flows.outcome import run_for_summary
+from tests import faults
 from tests.fake_llm import FakeLLM, Reply, facts_answer
 from tests.processes import run_python
 
@@ -30,7 +30,7 @@ RUN_FLOW = (
 
 
 def run_killed_flow(settings: Settings, point: str) -> subprocess.CompletedProcess[str]:
-    return run_python(RUN_FLOW, settings, **{FAULT_ENV: point})
+    return run_python(RUN_FLOW, settings, **{faults.KILL_AT: point})
 
 
 def check_exactly_once(db: psycopg.Connection[Any], episodes: int) -> None:
@@ -62,7 +62,7 @@ def check_exactly_once(db: psycopg.Connection[Any], episodes: int) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("point", FAULT_POINTS)
+@pytest.mark.parametrize("point", faults.POINTS)
 async def test_sigkill_at_each_step_then_rerun_is_exactly_once(
     llm_settings: Settings, fake_llm: FakeLLM, db: psycopg.Connection[Any], point: str
 ) -> None:
@@ -133,18 +133,16 @@ async def test_retries_of_the_write_step_never_call_the_llm_again(
     db: psycopg.Connection[Any],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from agent_memory.consolidation import FAULT_RAISE_ENV
-
     fake_llm.reset(facts_answer)
     manager = await MemoryManager.create(settings=llm_settings, migrate=False)
     try:
         await manager.record(Scope(user_id="w"), [{"role": "user", "content": "episode 0"}])
-        monkeypatch.setenv(FAULT_RAISE_ENV, "in_write")  # every write attempt breaks
-        failed = await manager.consolidate()
+        with pytest.MonkeyPatch.context() as broken:
+            faults.install("in_write", "raise", broken.setattr)  # every write attempt breaks
+            failed = await manager.consolidate()
         assert failed["failed"] == 1
         assert fake_llm.calls == 1  # the write was retried (2 retries in tests), the LLM was not
         assert db.execute("SELECT count(*) FROM agent_memory.memory_items").fetchone() == (0,)
-        monkeypatch.delenv(FAULT_RAISE_ENV)
         done = await manager.consolidate()
     finally:
         await manager.close()
@@ -197,13 +195,11 @@ async def test_write_retried_after_its_own_commit_reports_completed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The commit lands but its acknowledgement is lost: the retry must not call it an overlap."""
-    from agent_memory.consolidation import FAULT_RAISE_ENV
-
     fake_llm.reset(facts_answer)
     manager = await MemoryManager.create(settings=llm_settings, migrate=False)
     try:
         await manager.record(Scope(user_id="ack"), [{"role": "user", "content": "episode 0"}])
-        monkeypatch.setenv(FAULT_RAISE_ENV, "after_commit")
+        faults.install("after_commit", "raise", monkeypatch.setattr)
         summary = await manager.consolidate()
     finally:
         await manager.close()

@@ -38,7 +38,7 @@ async def test_langchain_messages_round_trip(manager: MemoryManager) -> None:
     await manager.record(scope, CONVERSATION)
     pool = await manager._apool()
     async with pool.connection() as conn:
-        (episode,) = await episode_repo.by_scope(conn, scope)
+        (episode,) = await episode_repo.load_pending(conn, scope)
     assert [m["role"] for m in episode.messages] == [
         "system",
         "user",
@@ -65,7 +65,7 @@ async def test_dict_messages_are_stored_as_given(manager: MemoryManager) -> None
     await manager.record(scope, given)
     pool = await manager._apool()
     async with pool.connection() as conn:
-        (episode,) = await episode_repo.by_scope(conn, scope)
+        (episode,) = await episode_repo.load_pending(conn, scope)
     assert episode.messages == given
 
 
@@ -144,8 +144,8 @@ async def test_sql_looking_scope_ids_are_plain_data(
     assert db.execute("SELECT user_id FROM agent_memory.episodes").fetchone() == (hostile,)
     pool = await manager._apool()
     async with pool.connection() as conn:
-        assert len(await episode_repo.by_scope(conn, scope)) == 1
-        assert await episode_repo.by_scope(conn, Scope(user_id=None, agent_id="a")) == []
+        assert len(await episode_repo.load_pending(conn, scope)) == 1
+        assert await episode_repo.load_pending(conn, Scope(user_id=None, agent_id="a")) == []
 
 
 async def test_hostile_input_in_a_graph_errors_before_any_write(

@@ -7,7 +7,14 @@ import json
 import pytest
 
 from agent_memory.errors import ExtractionError
-from agent_memory.extraction.parse import MAX_FACT_CHARS, MAX_FACTS, parse_facts, parse_operations
+from agent_memory.extraction.parse import MAX_FACT_CHARS, MAX_FACTS, parse_operations
+from agent_memory.models import Fact
+
+
+def parse_facts(text: str, *, max_facts: int = MAX_FACTS) -> tuple[list[Fact], list[str]]:
+    """The facts a model's answer adds, and the repairs made to it."""
+    ops, repairs = parse_operations(text, max_facts=max_facts)
+    return [op.fact for op in ops if op.op == "add"], repairs
 
 
 def contents(text: str) -> list[tuple[str, float]]:

@@ -66,14 +66,6 @@ FROM unnest(%(ids)s::bigint[], %(summaries)s::text[]) AS s(id, summary)
 WHERE e.id = s.id AND e.consolidated = false
 """
 
-BY_SCOPE = f"""
-SELECT id, user_id, agent_id, workflow_id, messages, occurred_at, created_at, consolidated
-FROM agent_memory.episodes
-WHERE {SCOPE_MATCH}
-ORDER BY occurred_at, id
-LIMIT %(limit)s
-"""
-
 
 def insert_params(
     scope: Scope,
@@ -203,13 +195,6 @@ def _window(window: Window | None) -> dict[str, Any]:
         "shard": window.shard,
         "shards": window.shards,
     }
-
-
-async def by_scope(
-    conn: psycopg.AsyncConnection[Any], scope: Scope, limit: int = 10_000
-) -> list[Episode]:
-    """All of a scope's episodes, oldest first."""
-    return await _episodes(conn, BY_SCOPE, scope, limit)
 
 
 async def _episodes(

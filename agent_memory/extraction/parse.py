@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any, Literal, cast
 
 from agent_memory.errors import ExtractionError
-from agent_memory.models import FACT_KINDS, Fact, FactKind, KnownFact, Operation
+from agent_memory.models import FACT_KINDS, FactKind, KnownFact, Operation
 
 MAX_FACT_CHARS = 1000
 MAX_FACTS = 200
@@ -371,9 +371,3 @@ def parse_operations(
         keep = set(map(id, sorted(writes, key=lambda o: o.importance, reverse=True)[:max_facts]))
         ops = [o for o in ops if o.op in ("delete", "summary") or id(o) in keep]
     return ops, repairs
-
-
-def parse_facts(text: str, *, max_facts: int = MAX_FACTS) -> tuple[list[Fact], list[str]]:
-    """The facts a model's answer adds (see :func:`parse_operations`)."""
-    ops, repairs = parse_operations(text, max_facts=max_facts)
-    return [op.fact for op in ops if op.op == "add"], repairs
