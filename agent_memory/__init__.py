@@ -16,7 +16,7 @@ from agent_memory.errors import (
     MigrationError,
     TransientExtractionError,
 )
-from agent_memory.graph.nodes import MemoryState
+from agent_memory.graph.state import MemoryState
 from agent_memory.manager import MemoryManager
 from agent_memory.models import Fact, MemoryItem, Scope, WorkingMemoryFrame
 from agent_memory.settings import Settings

@@ -19,7 +19,7 @@ import numpy as np
 import polars as pl
 import psycopg
 
-from agent_memory.db.fragments import SCOPE_MATCH, THRESHOLD
+from agent_memory.db.analytics import packed_ranks
 from agent_memory.decay import day_index
 from agent_memory.models import Scope, scope_label
 
@@ -39,23 +39,6 @@ from agent_memory.models import Scope, scope_label
 # both kinds of fact comes back as two rows; _unpack does not mind. The scope's parts are
 # decoded from scope_key (see _scope_parts): fetching them from a row of each scope cost an
 # index lookup per scope, about 0.1 s.
-# Each fact is two float8: the day it falls below the report's threshold (the stored expiry is
-# relative to the policy's) and its half-life.
-_FACT = f"""float8send(expires_day + half_life * (ln({THRESHOLD}) - ln(%(purge_below)s)) / ln(2))
-                  || float8send(half_life)"""
-_PACKED = f"""
-SELECT scope_key, string_agg({_FACT}, ''::bytea)
-FROM agent_memory.memory_items WHERE {{where}}superseded_at IS NULL GROUP BY scope_key
-UNION ALL
-SELECT scope_key, string_agg({_FACT}, ''::bytea)
-FROM agent_memory.memory_items WHERE {{where}}superseded_at IS NOT NULL GROUP BY scope_key
-"""
-# two texts rather than "(%(all_scopes)s OR ...)": each gets a plan of its own (the one scope's
-# through the scope index) even when psycopg prepares the statement
-LOAD_ALL = _PACKED.format(where="")
-AGGREGATE_WORK_MEM = "64MB"  # a constant: SET takes no placeholders
-LOAD_SCOPE = _PACKED.format(where=f"{SCOPE_MATCH} AND ")
-
 # agent_memory.scope_key(): quote_nullable of each part joined by commas. quote_nullable gives
 # NULL or a quoted literal with every ' doubled and, when the value holds a backslash, an E
 # prefix and every backslash doubled; a lone ' always ends a literal, so this is unambiguous.
@@ -116,19 +99,7 @@ async def load_frame(
 
     >>> frame = await load_frame(conn, Scope(user_id="alice"), 0.05)
     """
-    # binary results: the packed ranks arrive as they are, not as hex text (twice the bytes)
-    cur = conn.cursor(binary=True)
-    async with conn.transaction():
-        # should the planner hash the facts by scope after all (a table whose visibility map is
-        # stale makes the index scans dearer), the per-scope states (8 bytes a fact) spill to
-        # disk past the default work_mem at about a million facts; LOCAL: this transaction only
-        await cur.execute(f"SET LOCAL work_mem = '{AGGREGATE_WORK_MEM}'")
-        if scope is None:
-            await cur.execute(LOAD_ALL, {"purge_below": purge_below})
-        else:
-            await cur.execute(LOAD_SCOPE, {**scope.as_dict(), "purge_below": purge_below})
-        rows = await cur.fetchall()
-    return _unpack(rows)
+    return _unpack(await packed_ranks(conn, scope, purge_below))
 
 
 def _scope_parts(key: str) -> tuple[str | None, str | None, str | None]:

@@ -30,6 +30,7 @@ from typing import Any, Literal
 import psycopg
 from psycopg.types.json import Jsonb
 
+from agent_memory.db import episodes as episode_repo
 from agent_memory.errors import AgentMemoryError, BackfillError
 from agent_memory.messages import serialize_messages
 from agent_memory.models import Scope
@@ -42,14 +43,6 @@ _KNOWN_FIELDS = {*_SCOPE_FIELDS, "occurred_at", "messages", "id", "metadata"}
 _LANGCHAIN_TYPES = {"human", "ai", "system", "tool", "function", "chat"}
 _OPENAI_ROLES = {"user", "assistant", "system", "tool", "function", "developer"}
 _CHUNK = 500
-
-INSERT = """
-INSERT INTO agent_memory.episodes
-    (user_id, agent_id, workflow_id, messages, message_count, metadata, occurred_at, source_key)
-VALUES (%(user_id)s, %(agent_id)s, %(workflow_id)s, %(messages)s, %(message_count)s,
-        %(metadata)s, %(occurred_at)s, %(source_key)s)
-ON CONFLICT (scope_key, source_key) WHERE source_key IS NOT NULL DO NOTHING
-"""
 
 
 @dataclass(frozen=True)
@@ -219,7 +212,7 @@ def import_jsonl(
 
     def flush(cur: psycopg.Cursor[Any]) -> None:
         if pending:
-            cur.executemany(INSERT, pending)
+            cur.executemany(episode_repo.IMPORT, pending)
             report.inserted += max(cur.rowcount, 0)
             pending.clear()
 
@@ -254,14 +247,6 @@ def import_jsonl(
 
 
 # ---- LangGraph checkpoints ------------------------------------------------------------------
-
-THREADS = "SELECT DISTINCT thread_id FROM checkpoints WHERE checkpoint_ns = '' ORDER BY thread_id"
-
-IMPORTED_FROM_THREAD = """
-SELECT coalesce(sum(message_count), 0) FROM agent_memory.episodes
-WHERE scope_key = agent_memory.scope_key(%(user_id)s, %(agent_id)s, %(workflow_id)s)
-  AND starts_with(source_key, %(prefix)s)
-"""
 
 
 def thread_pattern(pattern: str | None) -> re.Pattern[str] | None:
@@ -323,7 +308,7 @@ def import_checkpoints(
         raise BackfillError(f"cannot reach the checkpoint database: {redact(str(exc))}") from None
     with source, conn.transaction(), conn.cursor() as cur:
         try:
-            threads = [r["thread_id"] for r in source.execute(THREADS)]
+            threads = [r["thread_id"] for r in source.execute(episode_repo.CHECKPOINT_THREADS)]
         except psycopg.errors.UndefinedTable:
             raise BackfillError(
                 "the checkpoint database has no 'checkpoints' table (is it a PostgresSaver's?)"
@@ -339,7 +324,7 @@ def import_checkpoints(
                 )
                 prefix = f"thread:{thread}:"
                 done = cur.execute(
-                    IMPORTED_FROM_THREAD, {**scope.as_dict(), "prefix": prefix}
+                    episode_repo.IMPORTED_FROM_THREAD, {**scope.as_dict(), "prefix": prefix}
                 ).fetchone()
                 already = int(done[0]) if done else 0
                 new = messages[already:]
@@ -361,7 +346,7 @@ def import_checkpoints(
             if replaced:
                 metadata["replaced"] = replaced
             cur.execute(
-                INSERT,
+                episode_repo.IMPORT,
                 {
                     **scope.as_dict(),
                     "messages": Jsonb(stored),

@@ -18,7 +18,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from rich.console import Console
 
 from agent_memory.decay import today
-from agent_memory.graph.nodes import MemoryState
+from agent_memory.graph.state import MemoryState
 from agent_memory.manager import MemoryManager
 from agent_memory.models import Scope
 from agent_memory.settings import Settings

@@ -6,6 +6,7 @@ callers can catch either. Messages name the bad value (never a secret).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 
@@ -104,7 +105,7 @@ class ScopesFailedError(AgentMemoryError, RuntimeError):
     """A consolidation run finished, but some scopes failed: the run's state is Failed (so
     Prefect's retry runs it again); ``summary`` holds what every scope did."""
 
-    def __init__(self, message: str, summary: dict[str, Any]) -> None:
+    def __init__(self, message: str, summary: Mapping[str, Any]) -> None:
         super().__init__(message)
         self.summary = summary
 

@@ -34,6 +34,7 @@ from langchain_core.runnables import RunnableConfig, RunnableLambda
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from agent_memory import decay as decay_math
+from agent_memory.consolidation import RunSummary
 from agent_memory.db import embeddings as embedding_repo
 from agent_memory.db import episodes as episode_repo
 from agent_memory.db import facts as fact_repo
@@ -44,7 +45,7 @@ from agent_memory.db.embeddings import AnnIndex
 from agent_memory.db.pool import setup_schema
 from agent_memory.embedding import QueryEmbedder
 from agent_memory.errors import InvalidMessageError
-from agent_memory.graph.nodes import latest_messages, latest_user_text, scope_from
+from agent_memory.graph.state import latest_messages, latest_user_text, scope_from
 from agent_memory.messages import clean_text, serialize_messages
 from agent_memory.models import (
     Episode,
@@ -223,7 +224,7 @@ class MemoryManager:
 
     def graph(self, agent: Any, state_schema: Any = None) -> Any:
         """A ``StateGraph`` wiring ``inject_memory -> agent -> record_memory`` (uncompiled)."""
-        from agent_memory.graph.nodes import MemoryState, memory_graph
+        from agent_memory.graph.state import MemoryState, memory_graph
 
         return memory_graph(self.inject_node, agent, self.record_node, state_schema or MemoryState)
 
@@ -872,11 +873,12 @@ class MemoryManager:
 
     # ---- the flows, on demand ------------------------------------------------------------
 
-    async def consolidate(self, scope: Scope | None = None, **params: Any) -> dict[str, Any]:
+    async def consolidate(self, scope: Scope | None = None, **params: Any) -> RunSummary:
         """Run the Prefect consolidation flow now (all pending scopes, or just ``scope``); its
         summary says which scopes failed, if any.
 
-        The one place the library reaches up to ``flows/``; it imports Prefect on first call.
+        With :meth:`decay`, the one place the library reaches up to ``agent_memory_flows`` (the
+        documented exception of the layer contract); it imports Prefect on first call.
         """
         from agent_memory_flows.consolidation import ConsolidationParams, consolidation_flow
         from agent_memory_flows.outcome import run_for_summary

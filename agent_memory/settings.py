@@ -375,7 +375,7 @@ class PrefectSettings(BaseSettings):
     )
 
 
-class RetrySettings(BaseSettings):
+class TaskRetrySettings(BaseSettings):
     """Retry policy of the pipeline's tasks (each run applies the settings in force)."""
 
     model_config = SettingsConfigDict(
@@ -399,7 +399,7 @@ class Settings(BaseModel):
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     prefect: PrefectSettings = Field(default_factory=PrefectSettings)
     consolidation: ConsolidationSettings = Field(default_factory=ConsolidationSettings)
-    retry: RetrySettings = Field(default_factory=RetrySettings)
+    task_retries: TaskRetrySettings = Field(default_factory=TaskRetrySettings)
 
 
 _override: Settings | None = None

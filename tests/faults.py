@@ -3,9 +3,9 @@ no hook. At a named point of a consolidation step the process is killed by SIGKI
 broken-connection error is raised, by wrapping the library function the point follows:
 
 * ``after_load``   - a batch is loaded and its job row started (``load_batch`` returned)
-* ``after_llm``    - the extraction is cached (``extract`` returned)
+* ``after_llm``    - the extraction is cached (``extract_batch`` returned)
 * ``in_write``     - the facts, marks and job row are written, not yet committed (inside the
-  write's transaction, right after its last statement, ``retries.clear``)
+  write's transaction, right after its last statement, ``failures.clear``)
 * ``after_commit`` - the write committed (``write`` returned)
 
 In a child process, set :data:`KILL_AT` or :data:`RAISE_AT` in its environment and run
@@ -53,17 +53,20 @@ def install(
     patch: Callable[[Any, str, Any], None] = setattr,
 ) -> None:
     """Make ``point`` kill the process (``action="kill"``) or raise (``"raise"``)."""
-    from agent_memory import consolidation
-    from agent_memory.db import retries
+    from agent_memory.consolidation import groups as steps
+    from agent_memory.consolidation import write
+    from agent_memory.db import failures
 
     if point not in POINTS:
         raise ValueError(f"unknown fault point {point!r}; one of {', '.join(POINTS)}")
     act = _kill if action == "kill" else _raise
+    # where each function is looked up when called: the group steps call load_batch and
+    # extract_batch, write_or_yield calls write_batch, write_batch calls failures.clear
     owner, name = {
-        "after_load": (consolidation, "load_batch"),
-        "after_llm": (consolidation, "extract"),
-        "in_write": (retries, "clear"),
-        "after_commit": (consolidation, "write"),
+        "after_load": (steps, "load_batch"),
+        "after_llm": (steps, "extract_batch"),
+        "in_write": (failures, "clear"),
+        "after_commit": (write, "write_batch"),
     }[point]
     patch(owner, name, _after(getattr(owner, name), lambda: act(point)))
 

@@ -16,8 +16,8 @@ import psycopg
 import pytest
 
 from agent_memory import MemoryManager, Scope
+from agent_memory.db import failures as failure_repo
 from agent_memory.db import jobs as job_repo
-from agent_memory.db import retries as retry_repo
 from agent_memory.errors import InvalidJobError
 from agent_memory.settings import Settings
 from agent_memory_flows.consolidation import ConsolidationParams, consolidation_flow
@@ -100,11 +100,11 @@ async def test_a_running_job_is_retryable_only_once_no_live_run_holds_its_scope(
             live_run.execute(f"SELECT pg_advisory_lock({CLAIM})", ("lee", None, None))
             assert await job_repo.abandoned(conn) == []
             with pytest.raises(InvalidJobError, match=f"job {job_id} is running: a live run"):
-                await retry_repo.retryable(conn, [job_id])
+                await failure_repo.retryable(conn, [job_id])
         # the run's session ended (its process died): the job is abandoned, and retryable
         [orphan] = await job_repo.abandoned(conn)
         assert (orphan.id, orphan.scope) == (job_id, Scope(user_id="lee"))
-        assert await retry_repo.retryable(conn, [job_id]) == [Scope(user_id="lee")]
+        assert await failure_repo.retryable(conn, [job_id]) == [Scope(user_id="lee")]
     summary = await run_for_summary(retry_flow, RetryParams(job_ids=[job_id]))
     assert (summary["scopes"], summary["completed"]) == (1, 1)
     assert db.execute(

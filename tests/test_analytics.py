@@ -16,6 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from agent_memory import analytics
+from agent_memory.db import analytics as analytics_repo
 from agent_memory.models import Scope
 from agent_memory.settings import Settings
 from agent_memory_deployments.cli import app
@@ -134,8 +135,8 @@ def test_loader_reads_each_half_from_its_index_in_scope_order(
     db.execute("UPDATE agent_memory.memory_items SET superseded_at = now() WHERE id % 4 = 0")
     db.execute("VACUUM ANALYZE agent_memory.memory_items")
     for query, params in [
-        (analytics.LOAD_ALL, {"purge_below": 0.05}),
-        (analytics.LOAD_SCOPE, {**Scope("user-3").as_dict(), "purge_below": 0.05}),
+        (analytics_repo.LOAD_ALL, {"purge_below": 0.05}),
+        (analytics_repo.LOAD_SCOPE, {**Scope("user-3").as_dict(), "purge_below": 0.05}),
     ]:
         with db.transaction():
             db.execute("SET LOCAL enable_seqscan = off")

@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 from agent_memory import MemoryManager, Scope
-from agent_memory.consolidation import select_batch
+from agent_memory.consolidation.load import select_batch
 from agent_memory.extraction import OfflineExtractor
 from agent_memory.models import Episode
 from agent_memory.settings import Settings, use_settings

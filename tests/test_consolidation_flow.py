@@ -181,8 +181,8 @@ async def test_a_managers_retry_settings_reach_the_tasks(
 ) -> None:
     """The retry policy is the run's settings (here a manager's, not the environment's)."""
     fake_llm.reset(lambda request: Reply("unavailable", status=503))
-    retry = llm_settings.retry.model_copy(update={"llm_attempts": attempts})
-    settings = llm_settings.model_copy(update={"retry": retry})
+    retry = llm_settings.task_retries.model_copy(update={"llm_attempts": attempts})
+    settings = llm_settings.model_copy(update={"task_retries": retry})
     manager = await MemoryManager.create(settings=settings, migrate=False)
     try:
         await manager.record(Scope(user_id="retried"), TALK)

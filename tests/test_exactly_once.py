@@ -234,7 +234,9 @@ async def test_rebase_and_a_concurrent_write_do_not_interleave(
     factor (without the wait, its fact would be ranked with the old one and mis-purged)."""
     import time
 
-    from agent_memory import consolidation as steps
+    from agent_memory.consolidation.extract import extract_batch
+    from agent_memory.consolidation.load import load_batch
+    from agent_memory.consolidation.write import write_batch
     from agent_memory.db import facts as fact_repo
     from agent_memory.decay import today
     from agent_memory.extraction import OfflineExtractor
@@ -243,9 +245,9 @@ async def test_rebase_and_a_concurrent_write_do_not_interleave(
     await manager.record(scope, [{"role": "user", "content": "I like tea."}])
     pool = await manager._apool()
     extractor = OfflineExtractor()
-    batch = await steps.load_batch(pool, scope, extractor, None, 10)
+    batch = await load_batch(pool, scope, extractor, None, 10)
     assert batch is not None
-    extraction = await steps.extract(pool, batch, extractor)
+    extraction = await extract_batch(pool, batch, extractor)
     waiting = (
         "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
         " AND datname = current_database() AND query LIKE '%decay_policy%FOR SHARE%'"
@@ -253,7 +255,7 @@ async def test_rebase_and_a_concurrent_write_do_not_interleave(
     with psycopg.connect(database_url) as rebaser:  # a transaction, as rebase() holds
         rebaser.execute("SELECT factor FROM agent_memory.decay_policy FOR UPDATE")
         rebaser.execute("UPDATE agent_memory.decay_policy SET factor = 0.5")
-        write = asyncio.ensure_future(steps.write(pool, batch, extraction))
+        write = asyncio.ensure_future(write_batch(pool, batch, extraction))
         try:
             deadline = time.monotonic() + 60
             while not db.execute(waiting).fetchone()[0]:  # type: ignore[index]

@@ -10,7 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from agent_memory import MemoryManager, Scope
-from agent_memory.groups import ScopeGroup, groups_in_flight, split
+from agent_memory.consolidation.groups import ScopeGroup, groups_in_flight, split
 from agent_memory.settings import ConsolidationSettings, Settings, use_settings
 from agent_memory_flows.consolidation import ConsolidationParams, consolidation_flow
 from agent_memory_flows.outcome import run_for_summary

@@ -23,8 +23,8 @@ import psycopg
 import pytest
 
 from agent_memory import MemoryManager, Scope
+from agent_memory.consolidation.groups import ScopeGroup
 from agent_memory.extraction.prompt import SYSTEM_PROMPT
-from agent_memory.groups import ScopeGroup
 from agent_memory.settings import Settings, use_settings
 from agent_memory_flows.consolidation import ConsolidationParams, consolidation_flow
 from agent_memory_flows.outcome import run_for_summary
@@ -668,7 +668,7 @@ async def test_an_answer_with_nothing_in_it_says_what_happened(
 async def test_litellm_is_imported_before_the_run_opens_connections_and_off_the_event_loop(
     llm_settings: Settings, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import agent_memory_flows.consolidation as consolidation_flows
+    import agent_memory_flows.run as consolidation_flows
     from agent_memory.extraction import llm as llm_module
 
     events: list[Any] = []

@@ -8,7 +8,7 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from agent_memory.extraction.offline import facts_from_text, summarize
+from agent_memory.extraction.offline import episode_summary, facts_from_text
 from agent_memory.models import Episode
 from benchmarks.offline import measure
 
@@ -77,9 +77,11 @@ def test_a_summary_says_what_the_conversation_was_about_never_a_greeting() -> No
         ("assistant", "Great, thanks! And you?"),
         ("user", "Fine. I finally cleaned out the garage. It took forever."),
     )
-    assert summarize(talk) == 'User said "I finally cleaned out the garage." (2 more messages).'
+    assert (
+        episode_summary(talk) == 'User said "I finally cleaned out the garage." (2 more messages).'
+    )
     # a conversation of pleasantries only: its first sentence, as before
-    assert summarize(episode(("user", "Hi there!"))) == 'User said "Hi there!"'
+    assert episode_summary(episode(("user", "Hi there!"))) == 'User said "Hi there!"'
     # a question of substance stands in when the user stated nothing
     asked = episode(("user", "Hello! Can you suggest something to cook tonight?"))
-    assert summarize(asked) == 'User said "Can you suggest something to cook tonight?"'
+    assert episode_summary(asked) == 'User said "Can you suggest something to cook tonight?"'

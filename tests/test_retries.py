@@ -14,7 +14,7 @@ from prefect.client.orchestration import get_client
 from typer.testing import CliRunner
 
 from agent_memory import MemoryManager, Scope
-from agent_memory.db import retries as retry_repo
+from agent_memory.db import failures as failure_repo
 from agent_memory.errors import InvalidJobError
 from agent_memory.settings import JobSettings, Settings, use_settings
 from agent_memory_flows.consolidation import (
@@ -183,9 +183,9 @@ async def test_only_failed_or_dead_jobs_can_be_retried(
         autocommit=True,
     ) as conn:
         with pytest.raises(InvalidJobError, match=f"job {completed} is completed"):
-            await retry_repo.retryable(conn, [completed])
+            await failure_repo.retryable(conn, [completed])
         with pytest.raises(InvalidJobError, match="job 999999 does not exist"):
-            await retry_repo.retryable(conn, [999999])
+            await failure_repo.retryable(conn, [999999])
 
 
 async def test_a_failed_scope_emits_an_event(

@@ -18,7 +18,7 @@ def test_the_environments_settings_are_read_once_and_again_only_when_it_changes(
     assert get_settings() is first
     monkeypatch.setenv("AGENT_MEMORY_RETRY_LLM_ATTEMPTS", "7")
     changed = get_settings()
-    assert changed is not first and changed.retry.llm_attempts == 7
+    assert changed is not first and changed.task_retries.llm_attempts == 7
     monkeypatch.setenv("DATABASE_URL", "postgresql://elsewhere/db")
     assert get_settings().db.url is not None
     assert get_settings().db.url.get_secret_value() == "postgresql://elsewhere/db"
@@ -32,7 +32,7 @@ def test_installed_settings_win_until_removed(monkeypatch: pytest.MonkeyPatch) -
         assert get_settings() is installed
     finally:
         use_settings(None)
-    assert get_settings().retry.llm_attempts == 9
+    assert get_settings().task_retries.llm_attempts == 9
 
 
 def test_a_bad_retry_setting_is_named(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -19,7 +19,7 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from agent_memory import Scope
-from agent_memory.groups import ScopeGroup
+from agent_memory.consolidation.groups import ScopeGroup
 from agent_memory_deployments.schedules import CONSOLIDATION, SCHEDULES
 from agent_memory_deployments.server import PrefectServer, start_prefect_server
 from tests.fake_llm import FakeLLM, Reply, facts_answer

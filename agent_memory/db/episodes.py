@@ -25,6 +25,16 @@ VALUES (%(user_id)s, %(agent_id)s, %(workflow_id)s, %(messages)s, %(message_coun
 RETURNING id
 """
 
+# a backfill's episode: its source key (file and line, or thread and message) makes a second
+# import of the same history a no-op
+IMPORT = """
+INSERT INTO agent_memory.episodes
+    (user_id, agent_id, workflow_id, messages, message_count, metadata, occurred_at, source_key)
+VALUES (%(user_id)s, %(agent_id)s, %(workflow_id)s, %(messages)s, %(message_count)s,
+        %(metadata)s, %(occurred_at)s, %(source_key)s)
+ON CONFLICT (scope_key, source_key) WHERE source_key IS NOT NULL DO NOTHING
+"""
+
 # A run's window: conversations that happened in [since, until), of these users (NULL: any),
 # in scopes of this shard (a stable hash of the scope's key, modulo the number of shards).
 IN_WINDOW = """
@@ -65,6 +75,30 @@ SET consolidated = true, consolidated_at = now(), consolidation_job_id = %(job_i
 FROM unnest(%(ids)s::bigint[], %(summaries)s::text[]) AS s(id, summary)
 WHERE e.id = s.id AND e.consolidated = false
 """
+
+
+# a LangGraph checkpoint database's threads (its PostgresSaver's table), for the backfill
+CHECKPOINT_THREADS = (
+    "SELECT DISTINCT thread_id FROM checkpoints WHERE checkpoint_ns = '' ORDER BY thread_id"
+)
+# how many of a thread's messages a backfill stored already (its episodes' source keys)
+IMPORTED_FROM_THREAD = """
+SELECT coalesce(sum(message_count), 0) FROM agent_memory.episodes
+WHERE scope_key = agent_memory.scope_key(%(user_id)s, %(agent_id)s, %(workflow_id)s)
+  AND starts_with(source_key, %(prefix)s)
+"""
+COUNTS = """
+SELECT (SELECT count(*) FROM agent_memory.episodes WHERE NOT consolidated),
+       (SELECT count(*) FROM agent_memory.episodes WHERE consolidated),
+       (SELECT count(DISTINCT scope_key) FROM agent_memory.memory_items)
+"""
+
+
+async def counts(conn: psycopg.AsyncConnection[Any]) -> tuple[int, int, int]:
+    """Episodes pending, episodes consolidated, and scopes with facts."""
+    cur = await conn.execute(COUNTS)
+    row = await cur.fetchone()
+    return (int(row[0]), int(row[1]), int(row[2])) if row else (0, 0, 0)
 
 
 def insert_params(

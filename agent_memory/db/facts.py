@@ -511,3 +511,32 @@ async def sync_policy(conn: psycopg.AsyncConnection[Any], wanted: DecayPolicy, o
             policy_params(wanted),
         )
     return rewritten
+
+
+HOLD_FACTOR = "SELECT factor FROM agent_memory.decay_policy FOR SHARE"
+
+
+async def hold_decay_factor(conn: psycopg.AsyncConnection[Any]) -> None:
+    """Keep the decay factor from changing until this transaction ends: a rebase must not
+    interleave with ranks computed in it."""
+    await conn.execute(HOLD_FACTOR)
+
+
+RECORD_DECAY_RUN = """
+INSERT INTO agent_memory.decay_runs
+    (as_of_day, user_id, agent_id, workflow_id, all_scopes, factor, purge_below, facts_purged)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
+"""
+
+
+async def record_decay_run(
+    conn: psycopg.AsyncConnection[Any],
+    as_of: date,
+    scope: Scope | None,
+    factor: float,
+    purge_below: float,
+    purged: int,
+) -> None:
+    """A decay run's row: the day, the scope (None: all), the policy and what it purged."""
+    params = (as_of, *(scope or Scope()).params, scope is None, factor, purge_below, purged)
+    await conn.execute(RECORD_DECAY_RUN, params)

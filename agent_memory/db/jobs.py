@@ -195,3 +195,11 @@ async def list_jobs(
     async with conn.cursor(row_factory=dict_row) as cur:
         await cur.execute(LIST, {"status": status, "limit": limit})
         return [ConsolidationJob.model_validate(r) for r in await cur.fetchall()]
+
+
+async def counts_by_status(conn: psycopg.AsyncConnection[Any]) -> dict[str, int]:
+    """How many job rows have each status."""
+    cur = await conn.execute(
+        "SELECT status, count(*) FROM agent_memory.consolidation_jobs GROUP BY 1 ORDER BY 1"
+    )
+    return {status: int(n) for status, n in await cur.fetchall()}

@@ -385,7 +385,7 @@ def _substance(sentence: str) -> int:
     return sum(1 for w in _WORD.findall(sentence.lower()) if w not in _PHATIC)
 
 
-def summarize(episode: Episode) -> str:
+def episode_summary(episode: Episode) -> str:
     """A deterministic one-sentence summary: the first thing the user said that says what the
     conversation was about (a greeting or a pleasantry never is), and how long it was."""
     sentences = [
@@ -451,7 +451,7 @@ class OfflineExtractor:
                         fake = -(len(ops) + 1)
                         said[fake] = KnownFact(0, fake, content, op.importance, op.kind)
                     ops.append(op)
-            ops.append(Operation(op="summary", content=summarize(episode), episode=number))
+            ops.append(Operation(op="summary", content=episode_summary(episode), episode=number))
         return Extraction(
             operations=ops,
             extractor=self.name,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from collections.abc import Mapping
 from datetime import UTC, date, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -104,7 +105,7 @@ def _fail(exc: Exception) -> typer.Exit:
     return typer.Exit(2)
 
 
-def _end_run(title: str, summary: dict[str, Any], line: str) -> None:
+def _end_run(title: str, summary: Mapping[str, Any], line: str) -> None:
     """Print a consolidation run's table and one-line summary; exit 1 if a scope failed."""
     if summary["results"]:
         console.print(_table(title, summary["results"]))
@@ -309,19 +310,13 @@ async def _stats(
 ) -> dict[str, Any]:
     """What ``stats`` prints; with ``chart``, also the PNG of analytics.plot under "chart"."""
     from agent_memory import analytics
+    from agent_memory.db import episodes as episode_repo
+    from agent_memory.db import jobs as job_repo
     from agent_memory.db.pool import open_pool
 
     async with open_pool(settings, max_size=1) as pool, pool.connection() as conn:
-        cur = await conn.execute(
-            """SELECT (SELECT count(*) FROM agent_memory.episodes WHERE NOT consolidated),
-                      (SELECT count(*) FROM agent_memory.episodes WHERE consolidated),
-                      (SELECT count(DISTINCT scope_key) FROM agent_memory.memory_items)"""
-        )
-        pending, done, scopes = (await cur.fetchone()) or (0, 0, 0)
-        cur = await conn.execute(
-            "SELECT status, count(*) FROM agent_memory.consolidation_jobs GROUP BY 1 ORDER BY 1"
-        )
-        jobs = {status: n for status, n in await cur.fetchall()}
+        pending, done, scopes = await episode_repo.counts(conn)
+        jobs = await job_repo.counts_by_status(conn)
         frame = await analytics.load_frame(conn, scope, settings.memory.purge_threshold)
     report = analytics.report(
         frame, as_of=as_of, purge_below=settings.memory.purge_threshold, purged=0
@@ -458,11 +453,11 @@ def _list_jobs(status: str | None, limit: int) -> None:
 
 
 async def _check_retryable(settings: Settings, job_ids: list[int]) -> None:
-    from agent_memory.db import retries as retry_repo
+    from agent_memory.db import failures as failure_repo
     from agent_memory.db.pool import open_pool
 
     async with open_pool(settings, max_size=1) as pool, pool.connection() as conn:
-        await retry_repo.retryable(conn, job_ids)
+        await failure_repo.retryable(conn, job_ids)
 
 
 @jobs_app.command("retry")

@@ -21,14 +21,15 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validato
 
 from agent_memory import decay as decay_math
 from agent_memory.consolidation import ScopeResult
+from agent_memory.consolidation.results import BackfillSummary
 from agent_memory.db.episodes import count_pending
 from agent_memory.db.facts import count_faded
 from agent_memory.db.pool import open_pool
 from agent_memory.models import DecayFrom, Scope, Window
 from agent_memory.settings import get_settings
-from agent_memory_flows.consolidation import ConsolidationParams, run_consolidation
 from agent_memory_flows.outcome import outcome
-from agent_memory_flows.params import ScopeParam
+from agent_memory_flows.params import ConsolidationParams, ScopeParam
+from agent_memory_flows.run import run_consolidation
 
 SUMMARY_KEY = "memory-backfill-summary"
 PROGRESS_KEY = "memory-backfill-progress"
@@ -126,14 +127,13 @@ async def backfill_flow(
         description=f"{done} of {total} episode(s) consolidated"
         + (f"; {summary['failed']} scope(s) failed" if summary["failed"] else ""),
     )
-    summary["pending_before"] = total
     # history older than the decay allows is gone at the next decay: say so, never silently
     settings = get_settings()
     async with open_pool(settings, max_size=1, setup=False) as pool, pool.connection() as conn:
         faded = await count_faded(
             conn, list(touched), settings.memory.purge_threshold, decay_math.today()
         )
-    summary["facts_below_purge_threshold"] = faded
+    backfilled = BackfillSummary(**summary, pending_before=total, facts_below_purge_threshold=faded)
     if faded:
         get_run_logger().warning(
             "%d fact(s) of the backfilled scopes are already below the purge threshold (%s) and "
@@ -144,4 +144,4 @@ async def backfill_flow(
             if params.decay_from == "conversation"
             else "",
         )
-    return outcome(summary)
+    return outcome(backfilled)

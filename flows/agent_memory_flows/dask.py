@@ -28,15 +28,11 @@ from agent_memory.db.pool import open_pool
 from agent_memory.extraction import build_extractor
 from agent_memory.redact import redact
 from agent_memory.settings import get_settings
-from agent_memory_flows.consolidation import (
-    SUMMARY_KEY,
-    ConsolidationParams,
-    pending_scopes,
-    publish,
-    run_window,
-)
 from agent_memory_flows.fanout import consolidate_chunk
 from agent_memory_flows.outcome import outcome
+from agent_memory_flows.params import ConsolidationParams
+from agent_memory_flows.reports import SUMMARY_KEY, publish
+from agent_memory_flows.run import pending_scopes, run_window
 
 
 class DaskConsolidationParams(ConsolidationParams):

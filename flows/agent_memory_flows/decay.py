@@ -84,7 +84,7 @@ async def decay_flow(
     label = scope.label if scope else "all scopes"
     async with open_pool(settings, max_size=2) as pool:
         # purge with the policy the expiry days were computed with, then apply a changed one
-        retry = settings.retry
+        retry = settings.task_retries
         purge = configured(purge_faded_facts, retry)
         purged = await purge(pool, purge_below, as_of, scope, params.batch_size, label)
         await configured(sync_decay_policy, retry)(pool, policy, as_of)

@@ -61,7 +61,7 @@ async def reembed_flow(
             async with pool.connection() as conn:
                 retried = await embedding_repo.forget_rejections(conn, embedder.model)
             get_run_logger().info("asking %s again for %d refused fact(s)", embedder.model, retried)
-        embed = configured(embed_facts, settings.retry)
+        embed = configured(embed_facts, settings.task_retries)
         done = await embed(pool, None, embedder, "all scopes", params.limit)
         async with pool.connection() as conn:
             embedded, left, refused = await embedding_repo.counts(conn, embedder.model)

@@ -17,7 +17,7 @@ async def consolidate_chunk(
     scopes: list[Scope], params: Any, window: Window | None, label: str
 ) -> list[ScopeResult]:
     """Consolidate these scopes in this (worker) process; one result per scope with work."""
-    from agent_memory_flows.consolidation import consolidate_scopes, open_run_pool
+    from agent_memory_flows.run import consolidate_scopes, open_run_pool
 
     async with open_run_pool(get_settings()) as pool:
         return await consolidate_scopes(pool, scopes, params, window)

@@ -4,14 +4,15 @@ again; and how callers in Python get the summary either way."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from prefect.states import Failed
 
+from agent_memory.consolidation import RunSummary
 from agent_memory.errors import ScopesFailedError
 
 
-def outcome(summary: dict[str, Any]) -> Any:
+def outcome(summary: RunSummary) -> Any:
     """The flow's return value: the summary, or a Failed state carrying it."""
     if not summary["failed"]:
         return summary
@@ -22,14 +23,13 @@ def outcome(summary: dict[str, Any]) -> Any:
     return Failed(message=message, data=ScopesFailedError(message, summary))
 
 
-async def run_for_summary(flow: Any, params: Any) -> dict[str, Any]:
+async def run_for_summary(flow: Any, params: Any) -> RunSummary:
     """Run ``flow(params)`` in this process and return its summary, whether or not some
     scopes failed; any other failure is raised."""
     state = await flow(params, return_state=True)
     result = await state.result(raise_on_failure=False)
     if isinstance(result, ScopesFailedError):
-        return result.summary
+        return cast(RunSummary, result.summary)
     if isinstance(result, BaseException):
         raise result
-    summary: dict[str, Any] = result
-    return summary
+    return cast(RunSummary, result)

@@ -20,10 +20,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agent_memory.db.pool import open_pool
 from agent_memory.settings import get_settings
-from agent_memory_flows.consolidation import ConsolidationParams, run_consolidation
 from agent_memory_flows.outcome import outcome
+from agent_memory_flows.params import ConsolidationParams
+from agent_memory_flows.run import run_consolidation
 from agent_memory_tasks.policy import configured
-from agent_memory_tasks.retries import failed_jobs_of_run, find_retry_scopes, link_runs
+from agent_memory_tasks.retry import failed_jobs_of_run, find_retry_scopes, link_runs
 
 SUMMARY_KEY = "memory-retry-summary"
 
@@ -56,8 +57,8 @@ async def retry_flow(
 ) -> Any:
     """Consolidate failed scopes again (see the module's docstring for which)."""
     settings = get_settings()
-    failed_of_run = configured(failed_jobs_of_run, settings.retry)
-    find = configured(find_retry_scopes, settings.retry)
+    failed_of_run = configured(failed_jobs_of_run, settings.task_retries)
+    find = configured(find_retry_scopes, settings.task_retries)
     async with open_pool(settings, max_size=1) as pool:
         job_ids = params.job_ids
         if params.from_run is not None:

@@ -1,34 +1,25 @@
-"""The consolidation steps as Prefect tasks (run names show the scope)."""
+"""The consolidation's Prefect tasks: thin wrappers over the library's steps
+(``agent_memory.consolidation``), adding a name per group, the run's logger and the retry
+policy of their kind (:mod:`agent_memory_tasks.policy`)."""
 
 from __future__ import annotations
 
-import asyncio
-from dataclasses import dataclass, field
-from typing import Any, cast
 from uuid import UUID
 
-import psycopg
 from prefect import get_client, get_run_logger
 from prefect.client.schemas.objects import State
 from prefect.states import Crashed, Failed
 from psycopg_pool import AsyncConnectionPool
 
-from agent_memory import consolidation as steps
-from agent_memory import groups
-from agent_memory.consolidation import ScopeResult
+from agent_memory.consolidation import groups
+from agent_memory.consolidation.embed import Embedding, embed_each, embed_scope
+from agent_memory.consolidation.groups import BatchPlan, Limits, ScopeGroup
+from agent_memory.consolidation.load import find_scopes
+from agent_memory.db import failures as failure_repo
 from agent_memory.db import jobs as job_repo
-from agent_memory.db import retries as retry_repo
-from agent_memory.db.retries import HeldBack
-from agent_memory.embedding import (
-    Embedded,
-    TextEmbedder,
-    embed_missing,
-    embed_snippets,
-    ensure_ann_indexes,
-)
-from agent_memory.errors import TransientEmbeddingError, TransientExtractionError
+from agent_memory.db.failures import HeldBack
+from agent_memory.embedding import Embedded, TextEmbedder
 from agent_memory.extraction.base import Extractor
-from agent_memory.groups import BatchPlan, Limits, Member, ScopeGroup
 from agent_memory.models import Scope, Window
 from agent_memory_tasks.policy import step
 
@@ -41,21 +32,10 @@ async def find_pending_scopes(
     window: Window | None = None,
     include_waiting: bool = False,
 ) -> list[Scope]:
-    scopes = await steps.find_scopes(pool, only, limit, window, include_waiting)
+    """The scopes with pending episodes (:func:`~agent_memory.consolidation.load.find_scopes`)."""
+    scopes = await find_scopes(pool, only, limit, window, include_waiting)
     get_run_logger().info("%d scope(s) have unconsolidated episodes", len(scopes))
     return scopes
-
-
-DB_TRANSIENT = (psycopg.OperationalError,)
-
-
-def _raise_first(again: list[Member], step: str, logger: Any) -> None:
-    """Raise the first retryable failure of the step, for the task's retry policy to see
-    (each one is logged with its scope: the retry redoes only those)."""
-    for member in again:
-        logger.warning("%s: %s failed: %s", member.scope.label, step, member.error)
-    if again:
-        raise cast(Exception, again[0].error)
 
 
 @step("db", "load-episodes", task_run_name="load [{group_label}]")
@@ -67,25 +47,9 @@ async def load_group(
     limits: Limits,
     group_label: str,
 ) -> None:
-    """Load each member's next batch (a retry redoes only the members whose load broke)."""
-    again = await groups.run_step(
-        group.at("claimed"),
-        lambda m: groups.load(pool, m, extractor, plan),
-        DB_TRANSIENT,
-        limits.db,
-    )
-    logger = get_run_logger()
-    loaded = [m.batch for m in group.at("loaded") if m.batch is not None]
-    for batch in loaded:
-        for note in batch.notes:
-            logger.warning("%s: %s", batch.scope.label, note)
-    logger.info(
-        "%d batch(es) loaded: %d episode(s), %d already consolidated (no LLM call)",
-        len(loaded),
-        sum(len(b.episodes) for b in loaded),
-        sum(b.seen_before for b in loaded),
-    )
-    _raise_first(again, "load", logger)
+    """Load each member's next batch (:func:`~agent_memory.consolidation.groups.load`)."""
+    log = get_run_logger()
+    groups.raise_first(await groups.load(pool, group, extractor, plan, limits, log), "load", log)
 
 
 @step("llm", "extract-facts", task_run_name="extract [{group_label}]")
@@ -96,32 +60,10 @@ async def extract_group(
     limits: Limits,
     group_label: str,
 ) -> None:
-    """Extract each loaded member's facts; a retry calls the model only for the members that
-    have no answer yet."""
-    again = await groups.run_step(
-        group.at("loaded"),
-        lambda m: groups.extract(pool, m, extractor, limits.llm),
-        (TransientExtractionError,),
-    )
-    logger = get_run_logger()
-    answered = cached = skipped = 0
-    for member in group.at("extracted"):
-        extraction = member.extraction
-        if extraction is None:
-            skipped += 1
-            continue
-        cached += extraction.cached
-        answered += not extraction.cached
-        for repair in extraction.repairs:
-            logger.warning("%s: repaired the model's answer: %s", member.scope.label, repair)
-    logger.info(
-        "%s: %d answer(s) from the model, %d from the cache, %d skipped (already consolidated)",
-        extractor.name,
-        answered,
-        cached,
-        skipped,
-    )
-    _raise_first(again, "extract", logger)
+    """Extract each loaded member's facts (:func:`~agent_memory.consolidation.groups.extract`)."""
+    log = get_run_logger()
+    again = await groups.extract(pool, group, extractor, limits, log)
+    groups.raise_first(again, "extract", log)
 
 
 @step("db", "write-facts", task_run_name="write [{group_label}]")
@@ -132,28 +74,9 @@ async def write_group(
     limits: Limits,
     group_label: str,
 ) -> None:
-    """Write each extracted member's batch, one transaction per member; each scope's outcome
-    is a line of the run's log."""
-    writing = group.at("extracted")
-    again = await groups.run_step(
-        writing, lambda m: groups.write(pool, m, plan), DB_TRANSIENT, limits.db
-    )
-    logger = get_run_logger()
-    for member in writing:
-        if member.error is not None:
-            continue
-        result = member.results[-1]
-        logger.info(
-            "%s: job %s %s: %d episode(s), %d new fact(s), %d reinforced%s",
-            member.scope.label,
-            result.job_id,
-            result.outcome,
-            result.episodes,
-            result.facts_created,
-            result.facts_reinforced,
-            f" ({result.error})" if result.error else "",
-        )
-    _raise_first(again, "write", logger)
+    """Write each extracted member's batch (:func:`~agent_memory.consolidation.groups.write`)."""
+    log = get_run_logger()
+    groups.raise_first(await groups.write(pool, group, plan, limits, log), "write", log)
 
 
 @step("db", "record-failure", task_run_name="fail [{group_label}]")
@@ -165,71 +88,12 @@ async def record_failures(
     limits: Limits,
     group_label: str,
 ) -> State[None]:
-    """Record each failing member's failure in its job row (its episodes stay pending); the
-    task run ends Failed, naming them. A retry records only those not recorded yet."""
-    logger = get_run_logger()
-    failing = group.failing()
-    again: list[Exception] = []
-    recorded: list[ScopeResult] = []
-
-    async def one(member: Member) -> None:
-        try:
-            async with limits.db:
-                recorded.append(await groups.fail(pool, member, secrets, plan))
-        except Exception as exc:  # the member keeps its error: the flow reports it anyway
-            logger.error("%s: could not record the failure: %s", member.scope.label, exc)
-            if isinstance(exc, DB_TRANSIENT):
-                again.append(exc)
-
-    await asyncio.gather(*(one(m) for m in failing))
-    for result in recorded:
-        logger.error(
-            "%s: job %s failed; episodes stay pending: %s",
-            result.scope.label,
-            result.job_id,
-            result.error,
-        )
+    """Record each failing member's failure (:func:`~agent_memory.consolidation.groups.fail`);
+    the task run ends Failed, naming them."""
+    again, message = await groups.fail(pool, group, secrets, plan, limits, get_run_logger())
     if again:
         raise again[0]
-    first = recorded[0] if recorded else None
-    message = f"{len(failing)} scope(s) failed; episodes stay pending" + (
-        f" ({first.scope.label}: {first.error})" if first else ""
-    )
-    return Failed(message=message[:1000])
-
-
-async def _embed(
-    pool: AsyncConnectionPool,
-    scope: Scope | None,
-    embedder: TextEmbedder,
-    logger: Any,
-    limit: int | None = None,
-) -> Embedded:
-    done = await embed_missing(pool, embedder, scope, limit=limit)
-    # the scope's conversations too, so inject finds their messages by meaning
-    messages = await embed_snippets(pool, embedder, scope, limit=limit)
-    done = done._replace(snippets=messages.stored)
-    where = f"{scope.label}: " if scope is not None else ""
-    if scope is not None:
-        for name in await ensure_ann_indexes(pool, embedder, scope):
-            logger.info("%sbuilt index %s: nearest vectors now come from it", where, name)
-    for fact_id, reason in done.refusals:  # in the run's log, where operators look
-        logger.warning(
-            "%sfact %d is left without an embedding: %s; it is not asked for again until the "
-            "model changes or `agent-memory embed --retry-rejected`",
-            where,
-            fact_id,
-            reason,
-        )
-    logger.info(
-        "%s%d fact(s) embedded with %s, %d refused by it; %d message(s) of past conversations",
-        where,
-        done.stored,
-        embedder.model,
-        done.refused,
-        done.snippets,
-    )
-    return done
+    return Failed(message=message)
 
 
 @step("embedding", "embed-facts", task_run_name="embed [{scope_label}]")
@@ -242,16 +106,7 @@ async def embed_facts(
 ) -> Embedded:
     """Embed the facts (and conversations' messages) that have no vector from ``embedder``,
     of one scope or (None) of all."""
-    return await _embed(pool, scope, embedder, get_run_logger(), limit)
-
-
-@dataclass
-class Embedding:
-    """A group's scopes to embed, and what each got (kept across the task's retries)."""
-
-    scopes: list[Scope]
-    done: dict[Scope, Embedded] = field(default_factory=dict)
-    errors: dict[Scope, Exception] = field(default_factory=dict)
+    return await embed_scope(pool, scope, embedder, get_run_logger(), limit)
 
 
 @step("embedding", "embed-facts", task_run_name="embed [{group_label}]")
@@ -262,28 +117,9 @@ async def embed_group(
     limits: Limits,
     group_label: str,
 ) -> None:
-    """Embed each scope's new facts and messages; a retry redoes only the scopes whose
-    embedding failed with an error worth retrying."""
-    logger = get_run_logger()
-    transient = (TransientEmbeddingError,)
-
-    async def one(scope: Scope) -> None:
-        try:
-            async with limits.llm:
-                work.done[scope] = await _embed(pool, scope, embedder, logger)
-            work.errors.pop(scope, None)
-        except Exception as exc:  # the facts are written: only their vectors wait
-            work.errors[scope] = exc
-
-    await asyncio.gather(
-        *(
-            one(s)
-            for s in work.scopes
-            if s not in work.done
-            and (s not in work.errors or isinstance(work.errors[s], transient))
-        )
-    )
-    again = [e for e in work.errors.values() if isinstance(e, transient)]
+    """Embed each scope's new facts and messages
+    (:func:`~agent_memory.consolidation.embed.embed_each`)."""
+    again = await embed_each(pool, work, embedder, limits, get_run_logger())
     if again:
         raise again[0]
 
@@ -293,7 +129,7 @@ async def find_held_back(pool: AsyncConnectionPool) -> HeldBack:
     """The scopes with pending episodes this run leaves out (in backoff, or parked), said in
     the run's log with the command that takes them now."""
     async with pool.connection() as conn:
-        held = await retry_repo.held_back(conn)
+        held = await failure_repo.held_back(conn)
     note = held.note()
     if note:
         get_run_logger().warning("%s", note)

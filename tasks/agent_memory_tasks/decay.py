@@ -69,17 +69,11 @@ async def record_decay_run(
     policy: DecayPolicy,
 ) -> None:
     async with pool.connection() as conn:
-        await conn.execute(
-            """INSERT INTO agent_memory.decay_runs
-                   (as_of_day, user_id, agent_id, workflow_id, all_scopes, factor, purge_below,
-                    facts_purged)
-               VALUES (%s, %s, %s, %s, %s, %s, %s, %s)""",
-            (
-                report.as_of,
-                *(scope or Scope()).params,
-                scope is None,
-                policy_params(policy)["factor"],
-                report.purge_below,
-                report.purged,
-            ),
+        await fact_repo.record_decay_run(
+            conn,
+            report.as_of,
+            scope,
+            policy_params(policy)["factor"],
+            report.purge_below,
+            report.purged,
         )

@@ -18,7 +18,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.tasks import exponential_backoff
 
 from agent_memory.errors import TransientEmbeddingError, TransientExtractionError
-from agent_memory.settings import RetrySettings
+from agent_memory.settings import TaskRetrySettings
 
 RetryKind = Literal["db", "llm", "embedding", "none"]
 T = TypeVar("T", bound=Task[Any, Any])
@@ -50,7 +50,7 @@ async def retry_db(task: Any, task_run: Any, state: Any) -> bool:
     return await _transient((psycopg.OperationalError,), state)
 
 
-def retry_options(kind: RetryKind, retry: RetrySettings) -> dict[str, Any]:
+def retry_options(kind: RetryKind, retry: TaskRetrySettings) -> dict[str, Any]:
     """The task options of a step of ``kind`` under ``retry``."""
     if kind == "none":
         return {"retries": 0}
@@ -70,7 +70,7 @@ def retry_options(kind: RetryKind, retry: RetrySettings) -> dict[str, Any]:
 
 
 # the field defaults, not the environment: a run applies its own settings
-DEFAULTS = RetrySettings.model_construct()
+DEFAULTS = TaskRetrySettings.model_construct()
 _KINDS: dict[str, RetryKind] = {}
 _configured: dict[tuple[int, str], Any] = {}
 _lock = threading.Lock()
@@ -86,7 +86,7 @@ def step(kind: RetryKind, name: str, **options: Any) -> Callable[[Callable[P, R]
     return declare
 
 
-def configured(declared: T, retry: RetrySettings) -> T:
+def configured(declared: T, retry: TaskRetrySettings) -> T:
     """``declared`` with the retry policy of its kind under ``retry`` (made once per task and
     settings: a run calls its steps many times)."""
     key = (id(declared), retry.model_dump_json())

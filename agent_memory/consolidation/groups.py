@@ -8,28 +8,39 @@ result or error, and one scope's failure never fails another's.
 
 A step is retried as a whole (by its task's retry policy), but a retry redoes only the members
 whose step failed with an error worth retrying: the others keep what they got, so a retried
-extraction calls the model only for scopes that have no answer yet.
+extraction calls the model only for scopes that have no answer yet. Each group step
+(:func:`load`, :func:`extract`, :func:`write`, :func:`fail`) returns what a retry would redo;
+:func:`raise_first` raises it for a retry policy to see.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal, cast
 
+import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-from agent_memory import consolidation as steps
-from agent_memory.consolidation import ScopeBatch, ScopeResult
+from agent_memory.consolidation.extract import extract_batch
+from agent_memory.consolidation.fail import record_failure
+from agent_memory.consolidation.load import ScopeBatch, load_batch
+from agent_memory.consolidation.results import ScopeResult, merge
+from agent_memory.consolidation.write import write_or_yield
 from agent_memory.decay import DEFAULT_REINFORCEMENT, Reinforcement
+from agent_memory.errors import TransientExtractionError
 from agent_memory.extraction.base import Extraction, Extractor
 from agent_memory.models import DecayFrom, Scope, Window
 from agent_memory.settings import JobSettings
 
 Stage = Literal["claimed", "loaded", "extracted", "done"]
+Log = logging.Logger | logging.LoggerAdapter[Any]
+# a broken connection (a restart, a network blip) is worth a retry; an SQL error is not
+DB_TRANSIENT = (psycopg.OperationalError,)
 
 
 @dataclass
@@ -60,7 +71,7 @@ class Member:
         """The scope's result over all of its batches in this run."""
         if not self.results:
             return ScopeResult(self.scope, "empty")
-        return steps.merge(self.scope, self.results)
+        return merge(self.scope, self.results)
 
 
 @dataclass
@@ -160,11 +171,11 @@ async def run_step(
     return [m for m in todo if m.error is not None and isinstance(m.error, retryable)]
 
 
-async def load(
+async def _load_one(
     pool: AsyncConnectionPool, member: Member, extractor: Extractor, plan: BatchPlan
 ) -> None:
     """The member's next batch; with nothing pending, the member is done."""
-    batch = await steps.load_batch(
+    batch = await load_batch(
         pool,
         member.scope,
         extractor,
@@ -178,31 +189,153 @@ async def load(
     member.stage = "loaded" if batch is not None else "done"
 
 
-async def extract(
+async def _extract_one(
     pool: AsyncConnectionPool, member: Member, extractor: Extractor, llm: asyncio.Semaphore
 ) -> None:
     """The member's batch's facts (cached, or from the model within the ``llm`` limit)."""
     assert member.batch is not None
-    member.extraction = await steps.extract(pool, member.batch, extractor, llm)
+    member.extraction = await extract_batch(pool, member.batch, extractor, llm)
     member.stage = "extracted"
 
 
-async def write(pool: AsyncConnectionPool, member: Member, plan: BatchPlan) -> None:
-    """Write the member's batch; the member goes on to its next batch, or is done."""
+async def _write_one(pool: AsyncConnectionPool, member: Member, plan: BatchPlan) -> None:
+    """Write the member's batch; it goes on to its next batch, or is done."""
     assert member.batch is not None
-    result = await steps.write_or_yield(pool, member.batch, member.extraction, plan.reinforce)
+    result = await write_or_yield(pool, member.batch, member.extraction, plan.reinforce)
     member.finish_batch(result, plan.max_batches)
+
+
+def raise_first(again: list[Member], step: str, log: Log) -> None:
+    """Raise the first retryable failure of the step, for a retry policy to see (each one is
+    logged with its scope: the retry redoes only those)."""
+    for member in again:
+        log.warning("%s: %s failed: %s", member.scope.label, step, member.error)
+    if again:
+        raise cast(Exception, again[0].error)
+
+
+async def load(
+    pool: AsyncConnectionPool,
+    group: ScopeGroup,
+    extractor: Extractor,
+    plan: BatchPlan,
+    limits: Limits,
+    log: Log,
+) -> list[Member]:
+    """Load each claimed member's next batch (a retry redoes only the members whose load
+    broke); the members to retry."""
+    again = await run_step(
+        group.at("claimed"), lambda m: _load_one(pool, m, extractor, plan), DB_TRANSIENT, limits.db
+    )
+    loaded = [m.batch for m in group.at("loaded") if m.batch is not None]
+    for batch in loaded:
+        for note in batch.notes:
+            log.warning("%s: %s", batch.scope.label, note)
+    log.info(
+        "%d batch(es) loaded: %d episode(s), %d already consolidated (no LLM call)",
+        len(loaded),
+        sum(len(b.episodes) for b in loaded),
+        sum(b.seen_before for b in loaded),
+    )
+    return again
+
+
+async def extract(
+    pool: AsyncConnectionPool, group: ScopeGroup, extractor: Extractor, limits: Limits, log: Log
+) -> list[Member]:
+    """Extract each loaded member's facts; a retry calls the model only for the members that
+    have no answer yet. The members to retry."""
+    again = await run_step(
+        group.at("loaded"),
+        lambda m: _extract_one(pool, m, extractor, limits.llm),
+        (TransientExtractionError,),
+    )
+    answered = cached = skipped = 0
+    for member in group.at("extracted"):
+        extraction = member.extraction
+        if extraction is None:
+            skipped += 1
+            continue
+        cached += extraction.cached
+        answered += not extraction.cached
+        for repair in extraction.repairs:
+            log.warning("%s: repaired the model's answer: %s", member.scope.label, repair)
+    log.info(
+        "%s: %d answer(s) from the model, %d from the cache, %d skipped (already consolidated)",
+        extractor.name,
+        answered,
+        cached,
+        skipped,
+    )
+    return again
+
+
+async def write(
+    pool: AsyncConnectionPool, group: ScopeGroup, plan: BatchPlan, limits: Limits, log: Log
+) -> list[Member]:
+    """Write each extracted member's batch, one transaction per member; each scope's outcome
+    is a line of the log. The members to retry."""
+    writing = group.at("extracted")
+    again = await run_step(writing, lambda m: _write_one(pool, m, plan), DB_TRANSIENT, limits.db)
+    for member in writing:
+        if member.error is not None:
+            continue
+        result = member.results[-1]
+        log.info(
+            "%s: job %s %s: %d episode(s), %d new fact(s), %d reinforced%s",
+            member.scope.label,
+            result.job_id,
+            result.outcome,
+            result.episodes,
+            result.facts_created,
+            result.facts_reinforced,
+            f" ({result.error})" if result.error else "",
+        )
+    return again
 
 
 async def fail(
-    pool: AsyncConnectionPool, member: Member, secrets: list[str | None], plan: BatchPlan
-) -> ScopeResult:
-    """Record the member's failed step in its job row; it is done for this run."""
-    assert member.error is not None
-    batch = member.batch
-    job_id = batch.job_id if batch else None
-    result = await steps.fail(
-        pool, member.scope, job_id, member.error, secrets, plan.failures, batch
+    pool: AsyncConnectionPool,
+    group: ScopeGroup,
+    secrets: list[str | None],
+    plan: BatchPlan,
+    limits: Limits,
+    log: Log,
+) -> tuple[list[Exception], str]:
+    """Record each failing member's failure in its job row (its episodes stay pending; it is
+    done for this run). Returns the errors worth a retry (which records only those not
+    recorded yet) and a line naming the failures."""
+    failing = group.failing()
+    again: list[Exception] = []
+    recorded: list[ScopeResult] = []
+
+    async def one(member: Member) -> None:
+        assert member.error is not None
+        batch = member.batch
+        job_id = batch.job_id if batch else None
+        try:
+            async with limits.db:
+                result = await record_failure(
+                    pool, member.scope, job_id, member.error, secrets, plan.failures, batch
+                )
+        except Exception as exc:  # the member keeps its error: the run reports it anyway
+            log.error("%s: could not record the failure: %s", member.scope.label, exc)
+            if isinstance(exc, DB_TRANSIENT):
+                again.append(exc)
+            return
+        member.finish_batch(result, plan.max_batches)
+        recorded.append(result)
+
+    await asyncio.gather(*(one(m) for m in failing))
+    for result in recorded:
+        log.error(
+            "%s: job %s failed; episodes stay pending: %s",
+            result.scope.label,
+            result.job_id,
+            result.error,
+        )
+    first = recorded[0] if recorded else None
+    message = f"{len(failing)} scope(s) failed; episodes stay pending" + (
+        f" ({first.scope.label}: {first.error})" if first else ""
     )
-    member.finish_batch(result, plan.max_batches)
-    return result
+    return again, message[:1000]

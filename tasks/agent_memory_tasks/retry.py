@@ -10,8 +10,8 @@ from prefect.client.schemas.actions import ArtifactCreate
 from prefect.settings import PREFECT_UI_URL
 from psycopg_pool import AsyncConnectionPool
 
+from agent_memory.db import failures as failure_repo
 from agent_memory.db import jobs as job_repo
-from agent_memory.db import retries as retry_repo
 from agent_memory.models import Scope
 from agent_memory_tasks.policy import step
 
@@ -26,12 +26,12 @@ async def find_retry_scopes(
     orphans: list[Scope] = []
     async with pool.connection() as conn, conn.transaction():
         if job_ids:
-            scopes = await retry_repo.reset_jobs(conn, job_ids)
+            scopes = await failure_repo.reset_jobs(conn, job_ids)
         elif all_failed:
-            scopes = await retry_repo.reset_all(conn)
+            scopes = await failure_repo.reset_all(conn)
             orphans = [job.scope for job in await job_repo.abandoned(conn)]
         else:
-            scopes = await retry_repo.due(conn, limit)
+            scopes = await failure_repo.due(conn, limit)
     scopes = list(dict.fromkeys([*scopes, *orphans]))
     get_run_logger().info(
         "%d failed scope(s) to retry%s",
