@@ -1,0 +1,91 @@
+"""Settings, read from environment variables (and a ``.env`` file) with pydantic-settings.
+
+Each area has its own prefix:
+
+* database: ``DATABASE_URL`` (or ``AGENT_MEMORY_DB_URL``), ``AGENT_MEMORY_DB_DATA_DIR``, ...
+* LLM: ``AGENT_MEMORY_LLM_MODEL``, ``AGENT_MEMORY_LLM_API_BASE``, ``AGENT_MEMORY_LLM_API_KEY``, ...
+* memory policy: ``AGENT_MEMORY_INJECT_LIMIT``, ``AGENT_MEMORY_DECAY_FACTOR``, ...
+
+Example::
+
+    settings = Settings()                      # from the environment
+    settings = Settings(llm=LLMSettings(model="openai/gpt-4o-mini"))
+"""
+
+from __future__ import annotations
+
+import os
+
+from pydantic import BaseModel, Field
+
+from agent_memory.settings.database import DatabaseSettings, default_data_dir
+from agent_memory.settings.memory import MAX_HALF_LIFE, MemorySettings
+from agent_memory.settings.models import LOCAL_MODEL, EmbeddingSettings, LLMSettings
+from agent_memory.settings.pipeline import (
+    ConsolidationSettings,
+    JobSettings,
+    PrefectSettings,
+    TaskRetrySettings,
+)
+
+__all__ = [
+    "LOCAL_MODEL",
+    "MAX_HALF_LIFE",
+    "ConsolidationSettings",
+    "DatabaseSettings",
+    "EmbeddingSettings",
+    "JobSettings",
+    "LLMSettings",
+    "MemorySettings",
+    "PrefectSettings",
+    "Settings",
+    "TaskRetrySettings",
+    "default_data_dir",
+    "get_settings",
+    "use_settings",
+]
+
+
+class Settings(BaseModel):
+    """All settings; each part reads its own environment variables."""
+
+    db: DatabaseSettings = Field(default_factory=DatabaseSettings)
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+    memory: MemorySettings = Field(default_factory=MemorySettings)
+    jobs: JobSettings = Field(default_factory=JobSettings)
+    embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    prefect: PrefectSettings = Field(default_factory=PrefectSettings)
+    consolidation: ConsolidationSettings = Field(default_factory=ConsolidationSettings)
+    task_retries: TaskRetrySettings = Field(default_factory=TaskRetrySettings)
+
+
+_override: Settings | None = None
+# the environment's settings, and the variables they were read from
+_from_environment: tuple[tuple[tuple[str, str], ...], Settings] | None = None
+_READS = ("AGENT_MEMORY_", "DATABASE_URL")
+
+
+def _environment() -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((k, v) for k, v in os.environ.items() if k.upper().startswith(_READS)))
+
+
+def get_settings() -> Settings:
+    """The settings in force: the ones installed by :func:`use_settings`, else the environment's
+    (read once, and again only when one of its variables changed).
+
+    Flows call this once at the start of a run rather than taking a DSN or key as a parameter,
+    so secrets never travel in flow parameters (which Prefect stores and shows in its UI).
+    """
+    global _from_environment
+    if _override is not None:
+        return _override
+    seen = _environment()
+    if _from_environment is None or _from_environment[0] != seen:
+        _from_environment = (seen, Settings())
+    return _from_environment[1]
+
+
+def use_settings(settings: Settings | None) -> None:
+    """Install ``settings`` for this process (``None`` goes back to the environment)."""
+    global _override
+    _override = settings

@@ -1,0 +1,101 @@
+"""The models: the LLM that extracts facts, and the embedding model."""
+
+from __future__ import annotations
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+# the embedding model that ships inside the wordllama wheel (see agent_memory/local_embedding.py)
+LOCAL_MODEL = "wordllama/l2_supercat_256"
+
+
+class LLMSettings(BaseSettings):
+    """The model that extracts facts, reached through litellm. No model: the offline extractor."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="AGENT_MEMORY_LLM_", env_file=".env", extra="ignore"
+    )
+
+    model: str | None = Field(default=None, description="litellm model name, e.g. openai/gpt-4o")
+    api_base: str | None = Field(
+        default=None,
+        description="for a local or self-hosted OpenAI-compatible server, e.g. "
+        "http://127.0.0.1:8000/v1",
+    )
+    api_key: SecretStr | None = Field(
+        default=None, description="the provider key (kept as a secret; never logged)"
+    )
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0, description="sampling temperature")
+    max_tokens: int = Field(
+        default=2048, ge=16, le=200_000, description="longest answer a call may get"
+    )
+    timeout: float = Field(
+        default=60.0, gt=0, le=3600, description="deadline in seconds for a whole LLM call"
+    )
+    max_concurrency: int = Field(
+        default=8, ge=1, le=1024, description="LLM calls in flight at once in a consolidation run"
+    )
+    batch_tokens: int = Field(
+        default=8000,
+        ge=100,
+        le=2_000_000,
+        description="conversation tokens per LLM call; a backlog goes in batches of this size",
+    )
+
+    @property
+    def offline(self) -> bool:
+        """True when no model is configured and the rule-based extractor runs instead."""
+        return not self.model
+
+
+class EmbeddingSettings(BaseSettings):
+    """The embedding model for relevance by meaning, its vectors stored with pgvector.
+
+    Unset, the local model that ships inside the ``wordllama`` package embeds in-process (no
+    network, no key); any litellm embedding model replaces it when ``model`` is set.
+    ``enabled=False`` turns relevance by meaning off (full text only)."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="AGENT_MEMORY_EMBEDDING_", env_file=".env", extra="ignore"
+    )
+
+    enabled: bool = Field(default=True, description="False: no vectors, full-text relevance")
+    model: str | None = Field(
+        default=None,
+        description=f"litellm embedding model name; unset: the bundled local model ({LOCAL_MODEL})",
+    )
+    api_base: str | None = Field(default=None, description="as for the LLM")
+    api_key: SecretStr | None = Field(default=None, description="as for the LLM (a secret)")
+    dimensions: int | None = Field(
+        default=None, ge=1, le=16_000, description="vector size, for models that take one"
+    )
+    batch_size: int = Field(default=64, ge=1, le=2048, description="texts per embedding call")
+    timeout: float = Field(default=30.0, gt=0, le=600, description="per call, in the flows")
+    query_timeout: float = Field(
+        default=2.0, gt=0, le=60, description="deadline for embedding a question at inject"
+    )
+    ann_min_rows: int = Field(
+        default=2000,
+        ge=0,
+        le=100_000_000,
+        description="a scope with this many vectors (facts, or messages) gets an HNSW index "
+        "of its own, built by the flows (0: never; every vector of a scope is compared)",
+    )
+    query_cooldown_s: float = Field(
+        default=30.0,
+        ge=0,
+        le=3600,
+        description="no question embedding for this long after one failed",
+    )
+
+    @property
+    def active_model(self) -> str | None:
+        """The model vectors are made with, None when relevance by meaning is off."""
+        if not self.enabled:
+            return None
+        return self.model or LOCAL_MODEL
+
+    @property
+    def local(self) -> bool:
+        """True when the bundled local model embeds (no network call)."""
+        return self.active_model == LOCAL_MODEL
