@@ -41,6 +41,7 @@ from agent_memory.db import facts as fact_repo
 from agent_memory.db import recall as recall_repo
 from agent_memory.db import snippets as snippet_repo
 from agent_memory.db.connection import Database, resolve
+from agent_memory.db.dual import Steps, run_async, run_sync
 from agent_memory.db.embeddings import AnnIndex
 from agent_memory.db.pool import setup_schema
 from agent_memory.embedding import QueryEmbedder
@@ -452,50 +453,53 @@ class MemoryManager:
         async with pool.connection() as conn:
             beside = await self._search_beside(pool, search)
             try:
-                rows, history, dates = await self._recall(conn, scope, plan, on)
+                rows, history, dates = await run_async(conn, self._recall_steps(scope, plan, on))
             except BaseException:
                 if beside is not None:
                     beside.cancel()
                     with suppress(BaseException):
                         await beside
                 raise
-            snippets = await beside if beside is not None else await self._search(conn, search)
+            snippets = (
+                await beside
+                if beside is not None
+                else await run_async(conn, self._search_steps(search))
+            )
         return self._frame(scope, plan, rows, history, snippets, dates)
 
-    async def _recall(
-        self,
-        conn: psycopg.AsyncConnection[Any],
-        scope: Scope,
-        plan: _Recall,
-        on: date | None,
-    ) -> tuple[recall_repo.Ranked, list[HistoryEntry], dict[int, tuple[FactKind, datetime]] | None]:
+    def _recall_steps(
+        self, scope: Scope, plan: _Recall, on: date | None
+    ) -> Steps[
+        tuple[recall_repo.Ranked, list[HistoryEntry], dict[int, tuple[FactKind, datetime]] | None]
+    ]:
         """The facts of one inject (ranked, and reinforced as used), its history and dates."""
         m = self.settings.memory
         if plan.ranking == "importance":
-            top = await fact_repo.top(
-                conn, scope, m.inject_min_importance, m.inject_limit, plan.day
+            top = yield from fact_repo.top_steps(
+                scope, m.inject_min_importance, m.inject_limit, plan.day
             )
             rows = [(i, c, imp, imp) for i, c, imp in top]
         elif plan.vector is not None:
             try:
-                ann = await self._ann(conn, "facts", scope)
-                rows = await recall_repo.ranked(conn, plan.params, plan.vector, ann)
+                ann = yield from self._ann_steps("facts", scope)
+                rows = yield from recall_repo.ranked_steps(plan.params, plan.vector, ann)
             except psycopg.Error as exc:  # e.g. pgvector dropped: text relevance instead
                 log.warning("ranking by embeddings failed (%s); by full text instead", exc)
-                rows = await recall_repo.ranked(conn, plan.by_text())
+                rows = yield from recall_repo.ranked_steps(plan.by_text())
         else:
-            rows = await recall_repo.ranked(conn, plan.params)
+            rows = yield from recall_repo.ranked_steps(plan.params)
         if m.inject_reinforce and on is None:
             try:
-                await recall_repo.refresh(conn, scope, [r[0] for r in rows], plan.at, m.use_growth)
+                ids = [r[0] for r in rows]
+                yield from recall_repo.refresh_steps(scope, ids, plan.at, m.use_growth)
             except psycopg.Error as exc:  # best effort: the facts were read already
                 log.warning("reinforcing the injected facts failed: %s", exc)
         history = (
-            await recall_repo.history(conn, scope, m.inject_history, plan.before)
+            (yield from recall_repo.history_steps(scope, m.inject_history, plan.before))
             if m.inject_history
             else []
         )
-        dates = await fact_repo.dates(conn, [r[0] for r in rows]) if plan.dated else None
+        dates = (yield from fact_repo.dates_steps([r[0] for r in rows])) if plan.dated else None
         return rows, history, dates
 
     def inject_sync(
@@ -509,43 +513,13 @@ class MemoryManager:
         search = self._snippet_query(scope, plan)
         with pool.connection() as conn:
             beside = self._search_beside_sync(pool, search)
-            rows, history, dates = self._recall_sync(conn, scope, plan, on)
-            snippets = beside.result() if beside is not None else self._search_sync(conn, search)
+            rows, history, dates = run_sync(conn, self._recall_steps(scope, plan, on))
+            snippets = (
+                beside.result()
+                if beside is not None
+                else run_sync(conn, self._search_steps(search))
+            )
         return self._frame(scope, plan, rows, history, snippets, dates)
-
-    def _recall_sync(
-        self,
-        conn: psycopg.Connection[Any],
-        scope: Scope,
-        plan: _Recall,
-        on: date | None,
-    ) -> tuple[recall_repo.Ranked, list[HistoryEntry], dict[int, tuple[FactKind, datetime]] | None]:
-        """:meth:`_recall` for sync code."""
-        m = self.settings.memory
-        if plan.ranking == "importance":
-            top = fact_repo.top_sync(conn, scope, m.inject_min_importance, m.inject_limit, plan.day)
-            rows = [(i, c, imp, imp) for i, c, imp in top]
-        elif plan.vector is not None:
-            try:
-                ann = self._ann_sync(conn, "facts", scope)
-                rows = recall_repo.ranked_sync(conn, plan.params, plan.vector, ann)
-            except psycopg.Error as exc:
-                log.warning("ranking by embeddings failed (%s); by full text instead", exc)
-                rows = recall_repo.ranked_sync(conn, plan.by_text())
-        else:
-            rows = recall_repo.ranked_sync(conn, plan.params)
-        if m.inject_reinforce and on is None:
-            try:
-                recall_repo.refresh_sync(conn, scope, [r[0] for r in rows], plan.at, m.use_growth)
-            except psycopg.Error as exc:
-                log.warning("reinforcing the injected facts failed: %s", exc)
-        history = (
-            recall_repo.history_sync(conn, scope, m.inject_history, plan.before)
-            if m.inject_history
-            else []
-        )
-        dates = fact_repo.dates_sync(conn, [r[0] for r in rows]) if plan.dated else None
-        return rows, history, dates
 
     def _ann_cached(
         self, kind: str, scope: Scope
@@ -561,50 +535,24 @@ class MemoryManager:
         self._ann_known[key] = (ann, monotonic() + _ANN_RECHECK_S)
         return ann
 
-    async def _ann(
-        self, conn: psycopg.AsyncConnection[Any], kind: str, scope: Scope
-    ) -> AnnIndex | None:
+    def _ann_steps(self, kind: str, scope: Scope) -> Steps[AnnIndex | None]:
         """The scope's own HNSW index of ``kind``, if the flows built one."""
         key, known = self._ann_cached(kind, scope)
         if known is not None:
             return known[0]
         try:
-            ann = await embedding_repo.ann_index(conn, kind, scope, key[2])
+            ann = yield from embedding_repo.ann_index_steps(kind, scope, key[2])
         except psycopg.Error:  # the table is not there (an old schema): compare every vector
             ann = None
         return self._ann_learned(key, ann)
 
-    def _ann_sync(self, conn: psycopg.Connection[Any], kind: str, scope: Scope) -> AnnIndex | None:
-        key, known = self._ann_cached(kind, scope)
-        if known is not None:
-            return known[0]
-        try:
-            ann = embedding_repo.ann_index_sync(conn, kind, scope, key[2])
-        except psycopg.Error:
-            ann = None
-        return self._ann_learned(key, ann)
-
-    async def _search(
-        self, conn: psycopg.AsyncConnection[Any], query: _SnippetQuery | None
-    ) -> list[Snippet]:
+    def _search_steps(self, query: _SnippetQuery | None) -> Steps[list[Snippet]]:
         if query is None:
             return []
         try:
-            ann = await self._ann(conn, "snippets", query.scope) if query.vector else None
-            return await snippet_repo.search(conn, query.params, query.vector, ann)
+            ann = (yield from self._ann_steps("snippets", query.scope)) if query.vector else None
+            return (yield from snippet_repo.search_steps(query.params, query.vector, ann))
         except psycopg.Error as exc:  # best effort: the facts are what inject owes
-            log.warning("searching past conversations failed: %s", exc)
-            return []
-
-    def _search_sync(
-        self, conn: psycopg.Connection[Any], query: _SnippetQuery | None
-    ) -> list[Snippet]:
-        if query is None:
-            return []
-        try:
-            ann = self._ann_sync(conn, "snippets", query.scope) if query.vector else None
-            return snippet_repo.search_sync(conn, query.params, query.vector, ann)
-        except psycopg.Error as exc:
             log.warning("searching past conversations failed: %s", exc)
             return []
 
@@ -625,7 +573,7 @@ class MemoryManager:
 
         async def search() -> list[Snippet]:
             try:
-                return await self._search(spare, query)
+                return await run_async(spare, self._search_steps(query))
             finally:
                 await pool.putconn(spare)
 
@@ -643,7 +591,7 @@ class MemoryManager:
 
         def search() -> list[Snippet]:
             try:
-                return self._search_sync(spare, query)
+                return run_sync(spare, self._search_steps(query))
             finally:
                 pool.putconn(spare)
 
@@ -709,7 +657,7 @@ class MemoryManager:
         pool = await self._apool()
         async with pool.connection() as conn:
             try:
-                ann = await self._ann(conn, "snippets", scope) if vector else None
+                ann = await run_async(conn, self._ann_steps("snippets", scope)) if vector else None
                 return await snippet_repo.search(conn, params, vector, ann)
             except psycopg.Error as exc:  # e.g. pgvector dropped: full text alone
                 if vector is None:

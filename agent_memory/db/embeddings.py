@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 
 import psycopg
 
+from agent_memory.db.dual import Run, Steps, dual
 from agent_memory.db.fragments import SCOPE_MATCH
 from agent_memory.models import Scope
 
@@ -293,20 +294,13 @@ WHERE kind = %(kind)s AND model = %(model)s
 """
 
 
-async def ann_index(
-    conn: psycopg.AsyncConnection[Any], kind: str, scope: Scope, model: str
-) -> AnnIndex | None:
+def ann_index_steps(kind: str, scope: Scope, model: str) -> Steps[AnnIndex | None]:
     """The scope's own HNSW index of ``kind`` for ``model``, if it has one."""
-    cur = await conn.execute(ANN_DIMS, {**scope.as_dict(), "kind": kind, "model": model})
-    row = await cur.fetchone()
+    row = yield Run(ANN_DIMS, {**scope.as_dict(), "kind": kind, "model": model}, "one")
     return AnnIndex(int(row[0]), str(row[1]), model) if row else None
 
 
-def ann_index_sync(
-    conn: psycopg.Connection[Any], kind: str, scope: Scope, model: str
-) -> AnnIndex | None:
-    row = conn.execute(ANN_DIMS, {**scope.as_dict(), "kind": kind, "model": model}).fetchone()
-    return AnnIndex(int(row[0]), str(row[1]), model) if row else None
+ann_index, ann_index_sync = dual(ann_index_steps)
 
 
 # per kind, the size of most of the scope's vectors from the model and how many there are (up

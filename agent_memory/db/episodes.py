@@ -11,6 +11,7 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
+from agent_memory.db.dual import Run, Steps, dual
 from agent_memory.db.fragments import SCOPE_MATCH
 from agent_memory.errors import InvalidScopeError
 from agent_memory.models import Episode, Scope, Window
@@ -116,66 +117,31 @@ def insert_params(
     }
 
 
-def insert_sync(
-    conn: psycopg.Connection[Any],
+def insert_steps(
     scope: Scope,
     messages: list[dict[str, Any]],
     metadata: dict[str, Any],
     occurred_at: datetime | None = None,
-) -> int:
-    row = conn.execute(INSERT, insert_params(scope, messages, metadata, occurred_at)).fetchone()
+) -> Steps[int]:
+    """Insert one episode; its id."""
+    row = yield Run(INSERT, insert_params(scope, messages, metadata, occurred_at), "one")
     assert row is not None
     return int(row[0])
 
 
-async def insert(
-    conn: psycopg.AsyncConnection[Any],
-    scope: Scope,
-    messages: list[dict[str, Any]],
-    metadata: dict[str, Any],
-    occurred_at: datetime | None = None,
-) -> int:
-    cur = await conn.execute(INSERT, insert_params(scope, messages, metadata, occurred_at))
-    row = await cur.fetchone()
-    assert row is not None
-    return int(row[0])
+insert, insert_sync = dual(insert_steps)
 
 
-def insert_many_sync(
-    conn: psycopg.Connection[Any],
+def insert_many_steps(
     rows: Sequence[tuple[Scope, list[dict[str, Any]], dict[str, Any], datetime | None]],
-) -> list[int]:
+) -> Steps[list[int]]:
     """Insert several episodes in one transaction and one round trip (a pipeline); their ids,
     in order."""
-    with conn.transaction(), conn.cursor() as cur:
-        cur.executemany(INSERT, [insert_params(*row) for row in rows], returning=True)
-        return _ids(cur)
+    ids: list[int] = yield Run(INSERT, [insert_params(*row) for row in rows], "ids")
+    return ids
 
 
-async def insert_many(
-    conn: psycopg.AsyncConnection[Any],
-    rows: Sequence[tuple[Scope, list[dict[str, Any]], dict[str, Any], datetime | None]],
-) -> list[int]:
-    """:func:`insert_many_sync` for async code."""
-    async with conn.transaction(), conn.cursor() as cur:
-        await cur.executemany(INSERT, [insert_params(*row) for row in rows], returning=True)
-        ids = []
-        while True:
-            row = await cur.fetchone()
-            if row is not None:
-                ids.append(int(row[0]))
-            if not cur.nextset():
-                return ids
-
-
-def _ids(cur: psycopg.Cursor[Any]) -> list[int]:
-    ids = []
-    while True:
-        row = cur.fetchone()
-        if row is not None:
-            ids.append(int(row[0]))
-        if not cur.nextset():
-            return ids
+insert_many, insert_many_sync = dual(insert_many_steps)
 
 
 async def pending_scopes(
@@ -208,16 +174,13 @@ async def load_pending(
     return await _episodes(conn, LOAD_PENDING, scope, limit, _window(window))
 
 
-async def count_pending(conn: psycopg.AsyncConnection[Any], window: Window | None = None) -> int:
+def count_pending_steps(window: Window | None = None) -> Steps[int]:
     """How many episodes (in the window) wait for consolidation."""
-    cur = await conn.execute(COUNT_PENDING, _window(window))
-    row = await cur.fetchone()
+    row = yield Run(COUNT_PENDING, _window(window), "one")
     return int(row[0]) if row else 0
 
 
-def count_pending_sync(conn: psycopg.Connection[Any], window: Window | None = None) -> int:
-    row = conn.execute(COUNT_PENDING, _window(window)).fetchone()
-    return int(row[0]) if row else 0
+count_pending, count_pending_sync = dual(count_pending_steps)
 
 
 def _window(window: Window | None) -> dict[str, Any]:

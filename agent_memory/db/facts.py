@@ -18,6 +18,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
+from agent_memory.db.dual import Run, Steps, dual
 from agent_memory.db.fragments import SCOPE_MATCH, THRESHOLD, expiry, importance_on, kind_half_life
 from agent_memory.db.migrations import policy_params
 from agent_memory.decay import MIN_IMPORTANCE, DecayPolicy, day_index, importance_floor
@@ -167,19 +168,15 @@ def top_params(scope: Scope, min_importance: float, limit: int, on: date) -> dic
     }
 
 
-def top_sync(
-    conn: psycopg.Connection[Any], scope: Scope, min_importance: float, limit: int, on: date
-) -> list[tuple[int, str, float]]:
-    rows = conn.execute(TOP, top_params(scope, min_importance, limit, on)).fetchall()
+def top_steps(
+    scope: Scope, min_importance: float, limit: int, on: date
+) -> Steps[list[tuple[int, str, float]]]:
+    """The scope's facts with current importance >= ``min_importance``, most important first."""
+    rows = yield Run(TOP, top_params(scope, min_importance, limit, on))
     return [(int(r[0]), str(r[1]), float(r[2])) for r in rows]
 
 
-async def top(
-    conn: psycopg.AsyncConnection[Any], scope: Scope, min_importance: float, limit: int, on: date
-) -> list[tuple[int, str, float]]:
-    """The scope's facts with current importance >= ``min_importance``, most important first."""
-    cur = await conn.execute(TOP, top_params(scope, min_importance, limit, on))
-    return [(int(r[0]), str(r[1]), float(r[2])) for r in await cur.fetchall()]
+top, top_sync = dual(top_steps)
 
 
 async def known(
@@ -249,18 +246,13 @@ def _day_end(day: date) -> datetime:
 DATES = "SELECT id, kind, valid_from FROM agent_memory.memory_items WHERE id = ANY(%s)"
 
 
-def dates_sync(
-    conn: psycopg.Connection[Any], ids: Sequence[int]
-) -> dict[int, tuple[FactKind, datetime]]:
-    return {int(r[0]): (r[1], r[2]) for r in conn.execute(DATES, (list(ids),))}
-
-
-async def dates(
-    conn: psycopg.AsyncConnection[Any], ids: Sequence[int]
-) -> dict[int, tuple[FactKind, datetime]]:
+def dates_steps(ids: Sequence[int]) -> Steps[dict[int, tuple[FactKind, datetime]]]:
     """Each fact's kind and since when it is true."""
-    cur = await conn.execute(DATES, (list(ids),))
-    return {int(r[0]): (r[1], r[2]) for r in await cur.fetchall()}
+    rows = yield Run(DATES, (list(ids),))
+    return {int(r[0]): (r[1], r[2]) for r in rows}
+
+
+dates, dates_sync = dual(dates_steps)
 
 
 @dataclass

@@ -42,6 +42,7 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import dict_row
 
+from agent_memory.db.dual import Connection, Run, Steps, Transaction, dual
 from agent_memory.db.embeddings import AnnIndex, vector_text
 from agent_memory.db.fragments import SCOPE_MATCH, importance_on
 from agent_memory.decay import day_index, importance_floor
@@ -339,63 +340,44 @@ def _session_ef(conn: Any, values: dict[str, Any]) -> bool | None:
     return _ef_search.get(conn) != int(values["candidates"])
 
 
-async def fetch_ranking(
-    conn: psycopg.AsyncConnection[Any], query: str, values: dict[str, Any], ann: bool
-) -> list[Any]:
+def fetch_ranking_steps(query: str, values: dict[str, Any], ann: bool) -> Steps[list[Any]]:
     """Run a ranking statement (see above); ``ann``: it reads a scope's HNSW index."""
     if not ann:
-        cur = await conn.execute(query, values)
-        return await cur.fetchall()
+        rows: list[Any] = yield Run(query, values)
+        return rows
+    conn = yield Connection()
     session = _session_ef(conn, values)
     if session is None:  # the caller's transaction: size the queue for it alone
-        async with conn.transaction():
-            await conn.execute(ANN_EF_SEARCH, {**values, "local": True})
-            cur = await conn.execute(query, values)
-            return await cur.fetchall()
+        sized: list[Any] = yield Transaction(_sized(query, values))
+        return sized
     if session:
-        await conn.execute(ANN_EF_SEARCH, {**values, "local": False})
+        yield Run(ANN_EF_SEARCH, {**values, "local": False}, "none")
         _ef_search[conn] = int(values["candidates"])
-    cur = await conn.execute(query, values)
-    return await cur.fetchall()
+    rows = yield Run(query, values)
+    return rows
 
 
-def fetch_ranking_sync(
-    conn: psycopg.Connection[Any], query: str, values: dict[str, Any], ann: bool
-) -> list[Any]:
-    if not ann:
-        return conn.execute(query, values).fetchall()
-    session = _session_ef(conn, values)
-    if session is None:
-        with conn.transaction():
-            conn.execute(ANN_EF_SEARCH, {**values, "local": True})
-            return conn.execute(query, values).fetchall()
-    if session:
-        conn.execute(ANN_EF_SEARCH, {**values, "local": False})
-        _ef_search[conn] = int(values["candidates"])
-    return conn.execute(query, values).fetchall()
+def _sized(query: str, values: dict[str, Any]) -> Steps[list[Any]]:
+    yield Run(ANN_EF_SEARCH, {**values, "local": True}, "none")
+    rows: list[Any] = yield Run(query, values)
+    return rows
 
 
-async def ranked(
-    conn: psycopg.AsyncConnection[Any],
+def ranked_steps(
     params: dict[str, Any],
     vector: list[float] | None = None,
     ann: AnnIndex | None = None,
-) -> Ranked:
+) -> Steps[Ranked]:
     """The best facts by the hybrid score (see the module): by full text, and by meaning too
     when ``vector`` (the question's embedding) and ``params["model"]`` are given; through the
     scope's own HNSW index ``ann`` when it has one."""
     query, values = _statement(params, vector, ann)
-    return _rows(await fetch_ranking(conn, query, values, vector is not None and ann is not None))
+    return _rows(
+        (yield from fetch_ranking_steps(query, values, vector is not None and ann is not None))
+    )
 
 
-def ranked_sync(
-    conn: psycopg.Connection[Any],
-    params: dict[str, Any],
-    vector: list[float] | None = None,
-    ann: AnnIndex | None = None,
-) -> Ranked:
-    query, values = _statement(params, vector, ann)
-    return _rows(fetch_ranking_sync(conn, query, values, vector is not None and ann is not None))
+ranked, ranked_sync = dual(ranked_steps)
 
 
 # Restart the decay clock of facts just used: each is as important today as when it was last
@@ -460,50 +442,29 @@ def refresh_params(
     }
 
 
-async def refresh(
-    conn: psycopg.AsyncConnection[Any],
-    scope: Scope,
-    ids: list[int],
-    at: datetime,
-    growth: float = 1.0,
-) -> int:
+def refresh_steps(scope: Scope, ids: list[int], at: datetime, growth: float = 1.0) -> Steps[int]:
     """Reinforce on use: restart these facts' decay clocks at ``at`` and multiply their
     half-lives by ``growth``; how many changed."""
     if not ids:
         return 0
-    cur = await conn.execute(REFRESH, refresh_params(scope, ids, at, growth))
-    return cur.rowcount
+    changed: int = yield Run(REFRESH, refresh_params(scope, ids, at, growth), "count")
+    return changed
 
 
-def refresh_sync(
-    conn: psycopg.Connection[Any],
-    scope: Scope,
-    ids: list[int],
-    at: datetime,
-    growth: float = 1.0,
-) -> int:
-    if not ids:
-        return 0
-    return conn.execute(REFRESH, refresh_params(scope, ids, at, growth)).rowcount
+refresh, refresh_sync = dual(refresh_steps)
 
 
 def _history(rows: list[Any]) -> list[HistoryEntry]:
     return [HistoryEntry(occurred_at=r[0], summary=r[1]) for r in rows]
 
 
-async def history(
-    conn: psycopg.AsyncConnection[Any], scope: Scope, limit: int, before: datetime
-) -> list[HistoryEntry]:
+def history_steps(scope: Scope, limit: int, before: datetime) -> Steps[list[HistoryEntry]]:
     """The scope's ``limit`` most recent summarised episodes before ``before``, newest first."""
-    cur = await conn.execute(HISTORY, {**scope.as_dict(), "limit": limit, "before": before})
-    return _history(await cur.fetchall())
-
-
-def history_sync(
-    conn: psycopg.Connection[Any], scope: Scope, limit: int, before: datetime
-) -> list[HistoryEntry]:
-    rows = conn.execute(HISTORY, {**scope.as_dict(), "limit": limit, "before": before}).fetchall()
+    rows = yield Run(HISTORY, {**scope.as_dict(), "limit": limit, "before": before})
     return _history(rows)
+
+
+history, history_sync = dual(history_steps)
 
 
 async def between(

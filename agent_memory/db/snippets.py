@@ -12,8 +12,7 @@ import functools
 from datetime import date, datetime
 from typing import Any
 
-import psycopg
-
+from agent_memory.db.dual import Steps, dual
 from agent_memory.db.embeddings import AnnIndex, vector_text
 from agent_memory.db.fragments import SCOPE_MATCH
 from agent_memory.db.recall import (
@@ -22,8 +21,7 @@ from agent_memory.db.recall import (
     FUSED,
     NO_VECTOR_HITS,
     Fusion,
-    fetch_ranking,
-    fetch_ranking_sync,
+    fetch_ranking_steps,
     text_hits,
     vector_hits,
 )
@@ -120,28 +118,17 @@ def _snippets(rows: list[Any]) -> list[Snippet]:
     ]
 
 
-async def search(
-    conn: psycopg.AsyncConnection[Any],
+def search_steps(
     params: dict[str, Any],
     vector: list[float] | None = None,
     ann: AnnIndex | None = None,
-) -> list[Snippet]:
+) -> Steps[list[Snippet]]:
     """The scope's messages most relevant to ``params["text"]`` (by meaning too when
     ``vector`` and ``params["model"]`` are given; through the scope's own HNSW index ``ann``
     when it has one), best first."""
     query, values = _statement(params, vector, ann)
-    return _snippets(
-        await fetch_ranking(conn, query, values, query is not SEARCH_TEXT and ann is not None)
-    )
+    ann_read = query is not SEARCH_TEXT and ann is not None
+    return _snippets((yield from fetch_ranking_steps(query, values, ann_read)))
 
 
-def search_sync(
-    conn: psycopg.Connection[Any],
-    params: dict[str, Any],
-    vector: list[float] | None = None,
-    ann: AnnIndex | None = None,
-) -> list[Snippet]:
-    query, values = _statement(params, vector, ann)
-    return _snippets(
-        fetch_ranking_sync(conn, query, values, query is not SEARCH_TEXT and ann is not None)
-    )
+search, search_sync = dual(search_steps)

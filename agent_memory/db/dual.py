@@ -1,0 +1,168 @@
+"""One body for the sync and the async face of a database operation.
+
+An operation is written once, as a generator that yields the statements it needs (:class:`Run`,
+:class:`Connection`, :class:`Transaction`) and receives what each gave back; :func:`dual`
+makes the two faces of it, one that runs it on an ``AsyncConnection`` and one on a
+``Connection``. What differs between them, awaiting, is in the two drivers below and nowhere
+else, so the faces cannot drift apart. A statement's error is thrown into the body at its
+``yield``, so a body handles errors with a plain ``try``::
+
+    def count_steps(scope: Scope) -> Steps[int]:
+        row = yield Run(COUNT, scope.as_dict(), "one")
+        return int(row[0]) if row else 0
+
+    count, count_sync = dual(count_steps)   # await count(aconn, scope); count_sync(conn, scope)
+
+A body composes others with ``yield from`` (``rows = yield from ranked_steps(...)``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine, Generator
+from dataclasses import dataclass
+from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
+
+import psycopg
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+Get = Literal["all", "one", "count", "none", "ids"]
+
+
+@dataclass(frozen=True)
+class Run:
+    """Run ``query`` with ``params``; the body receives, by ``get``: ``all`` its rows, ``one``
+    its first row (or None), ``count`` the rows it changed, ``none`` None, ``ids`` the first
+    column of each row an ``executemany`` of ``params`` (a list) returned, in one pipeline."""
+
+    query: str
+    params: Any = None
+    get: Get = "all"
+
+
+@dataclass(frozen=True)
+class Connection:
+    """The connection itself (to read its state, never to run statements on)."""
+
+
+@dataclass(frozen=True)
+class Transaction:
+    """Run the body ``steps`` in a transaction (a savepoint inside one); its result."""
+
+    steps: Steps[Any]
+
+
+Step = Run | Connection | Transaction
+Steps = Generator[Step, Any, T]
+
+
+def _next(steps: Steps[T], value: Any, error: BaseException | None) -> tuple[Step | None, T]:
+    """Resume the body with ``value`` (or throw ``error`` into it): its next step, or None and
+    its result."""
+    try:
+        step = steps.throw(error) if error is not None else steps.send(value)
+    except StopIteration as done:
+        return None, done.value
+    return step, None  # type: ignore[return-value]
+
+
+def run_sync(conn: psycopg.Connection[Any], steps: Steps[T]) -> T:
+    """Run the body on a sync connection."""
+    step, result = _next(steps, None, None)
+    while step is not None:
+        value: Any = None
+        error: BaseException | None = None
+        try:
+            if isinstance(step, Connection):
+                value = conn
+            elif isinstance(step, Transaction):
+                with conn.transaction():
+                    value = run_sync(conn, step.steps)
+            elif step.get == "ids":
+                with conn.transaction(), conn.cursor() as cur:
+                    cur.executemany(step.query, step.params, returning=True)
+                    value = []
+                    while True:
+                        row = cur.fetchone()
+                        if row is not None:
+                            value.append(int(row[0]))
+                        if not cur.nextset():
+                            break
+            else:
+                cur = conn.execute(step.query, step.params)
+                value = _result(step.get, cur.rowcount, cur.fetchall, cur.fetchone)
+        except Exception as exc:  # the body decides: thrown in at its yield
+            error = exc
+        step, result = _next(steps, value, error)
+    return result
+
+
+async def run_async(conn: psycopg.AsyncConnection[Any], steps: Steps[T]) -> T:
+    """Run the body on an async connection."""
+    step, result = _next(steps, None, None)
+    while step is not None:
+        value: Any = None
+        error: BaseException | None = None
+        try:
+            if isinstance(step, Connection):
+                value = conn
+            elif isinstance(step, Transaction):
+                async with conn.transaction():
+                    value = await run_async(conn, step.steps)
+            elif step.get == "ids":
+                async with conn.transaction(), conn.cursor() as cur:
+                    await cur.executemany(step.query, step.params, returning=True)
+                    value = []
+                    while True:
+                        row = await cur.fetchone()
+                        if row is not None:
+                            value.append(int(row[0]))
+                        if not cur.nextset():
+                            break
+            else:
+                acur = await conn.execute(step.query, step.params)
+                if step.get == "all":
+                    value = await acur.fetchall()
+                elif step.get == "one":
+                    value = await acur.fetchone()
+                else:
+                    value = acur.rowcount if step.get == "count" else None
+        except Exception as exc:
+            error = exc
+        step, result = _next(steps, value, error)
+    return result
+
+
+def _result(
+    get: Get, rowcount: int, fetchall: Callable[[], Any], fetchone: Callable[[], Any]
+) -> Any:
+    if get == "all":
+        return fetchall()
+    if get == "one":
+        return fetchone()
+    return rowcount if get == "count" else None
+
+
+def dual(
+    body: Callable[P, Steps[T]],
+) -> tuple[
+    Callable[Concatenate[psycopg.AsyncConnection[Any], P], Coroutine[Any, Any, T]],
+    Callable[Concatenate[psycopg.Connection[Any], P], T],
+]:
+    """The async and the sync face of ``body``: each takes the connection, then ``body``'s
+    arguments."""
+
+    async def on_async(
+        conn: psycopg.AsyncConnection[Any], /, *args: P.args, **kwargs: P.kwargs
+    ) -> T:
+        return await run_async(conn, body(*args, **kwargs))
+
+    def on_sync(conn: psycopg.Connection[Any], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return run_sync(conn, body(*args, **kwargs))
+
+    for face, suffix in ((on_async, ""), (on_sync, "_sync")):
+        face.__name__ = face.__qualname__ = body.__name__.removesuffix("_steps") + suffix
+        face.__doc__ = body.__doc__
+        face.__module__ = body.__module__
+    return on_async, on_sync
