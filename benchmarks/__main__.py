@@ -29,7 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks._common import ROOT
+
 SECTIONS = (
     "inject",
     "snippets",

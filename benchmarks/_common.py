@@ -102,19 +102,27 @@ def drop_database(admin: str, name: str) -> None:
 
 
 @contextmanager
+def admin_database(*, use_database_url: bool = True) -> Iterator[str]:
+    """:func:`admin_dsn` for the ``with`` block; the embedded server, if one was started, is
+    removed afterwards."""
+    admin, server = admin_dsn(use_database_url=use_database_url)
+    try:
+        yield admin
+    finally:
+        if server is not None:
+            server.cleanup()
+
+
+@contextmanager
 def bench_database(name: str, *, migrated: bool = True) -> Iterator[tuple[str, str]]:
     """(admin DSN, DSN) of a fresh database ``name`` (see :func:`fresh_database`) for the
-    ``with`` block: dropped afterwards, and the embedded server, if one was started, removed."""
-    admin, server = admin_dsn()
-    try:
+    ``with`` block, dropped afterwards (see :func:`admin_database`)."""
+    with admin_database() as admin:
         dsn = fresh_database(admin, name, migrated=migrated)
         try:
             yield admin, dsn
         finally:
             drop_database(admin, name)
-    finally:
-        if server is not None:
-            server.cleanup()
 
 
 # ---- timing and percentiles -----------------------------------------------------------------

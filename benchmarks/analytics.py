@@ -25,11 +25,8 @@ number of runs, interleaved in rounds so drift on the machine hits them alike. P
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
 import statistics
-import sys
 import time
 import urllib.parse
 from collections.abc import Awaitable, Callable
@@ -41,8 +38,8 @@ import psycopg
 
 from agent_memory import analytics
 from agent_memory.decay import today
-from benchmarks.database import admin_dsn, drop_database, fresh_database
-from benchmarks.inject import load_facts
+from benchmarks._common import bench_database, emit, parser
+from benchmarks._synthetic import load_facts
 
 BENCH_DB = "agent_memory_bench_analytics"
 # the columns and order of analytics.FRAME_SCHEMA, a row per fact: what every loader returns
@@ -182,33 +179,23 @@ def _uri(admin: str, dbname: str) -> str:
 
 
 def run(facts: int, scopes: int, runs: int) -> dict[str, Any]:
-    admin, server = admin_dsn()
-    dsn = fresh_database(admin, BENCH_DB)
-    try:
+    with bench_database(BENCH_DB) as (admin, dsn):
         with psycopg.connect(dsn, autocommit=True) as conn:
             load_s = load_facts(conn, facts, scopes)
         uri = _uri(admin, BENCH_DB)
         figures = asyncio.run(measure(uri, runs, full=facts >= 1_000_000))
-    finally:
-        drop_database(admin, BENCH_DB)
-        if server is not None:
-            server.cleanup()
     return {"facts": facts, "scopes": scopes, "runs": runs, "load_s": round(load_s, 1), **figures}
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.analytics")
-    parser.add_argument("--quick", action="store_true", help="100k facts over 1k scopes")
-    parser.add_argument("--facts", type=int, default=1_000_000)
-    parser.add_argument("--scopes", type=int, default=10_000)
-    parser.add_argument("--runs", type=int, default=5, help="timed runs per loader")
-    args = parser.parse_args(argv)
+    cli = parser("analytics", __doc__, quick="100k facts over 1k scopes")
+    cli.add_argument("--facts", type=int, default=1_000_000)
+    cli.add_argument("--scopes", type=int, default=10_000)
+    cli.add_argument("--runs", type=int, default=5, help="timed runs per loader")
+    args = cli.parse_args(argv)
     if args.quick:
         args.facts, args.scopes = 100_000, 1_000
-    result = run(args.facts, args.scopes, args.runs)
-    json.dump(result, sys.stdout, indent=2)
-    print()
-    return 1 if result.get("pass") is False else 0
+    return emit(run(args.facts, args.scopes, args.runs))
 
 
 if __name__ == "__main__":

@@ -26,7 +26,6 @@ import asyncio
 import json
 import os
 import random
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -42,8 +41,8 @@ from pydantic import SecretStr
 from agent_memory import MemoryManager
 from agent_memory.models import Scope
 from agent_memory.settings import DatabaseSettings, Settings
+from benchmarks._common import ROOT, bench_database, emit, parser, prefect_server, summary
 
-ROOT = Path(__file__).resolve().parent.parent
 FLOWS_NICE = 10  # the flows' process runs at this lower CPU priority (see start_flows)
 TOPICS = ("Python", "Go", "PostgreSQL", "Kubernetes", "Airflow", "dbt", "Redis", "Kafka")
 
@@ -59,14 +58,10 @@ class AgentStats:
 
 
 def percentiles(ms: list[float]) -> dict[str, float]:
+    """p50 / p99 in ms (nearest rank) and how many; zeros for none."""
     if not ms:
         return {"p50_ms": 0.0, "p99_ms": 0.0, "n": 0}
-    ordered = sorted(ms)
-    return {
-        "p50_ms": round(statistics.median(ordered), 3),
-        "p99_ms": round(ordered[max(0, int(len(ordered) * 0.99) - 1)], 3),
-        "n": len(ordered),
-    }
+    return summary(ms, (0.50, 0.99), digits=3)
 
 
 def scope_of(agent: int) -> Scope:
@@ -248,36 +243,23 @@ def ok(result: dict[str, Any]) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.load",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--quick", action="store_true", help="10 agents x 20 turns")
-    parser.add_argument("--agents", type=int, default=50)
-    parser.add_argument("--turns", type=int, default=200)
-    parser.add_argument("--think-ms", type=float, default=100.0)
-    parser.add_argument("--pool", type=int, default=None, help="default: one per agent")
-    parser.add_argument("--flows-until", type=Path, default=None, help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    cli = parser("load", __doc__, quick="10 agents x 20 turns")
+    cli.add_argument("--agents", type=int, default=50)
+    cli.add_argument("--turns", type=int, default=200)
+    cli.add_argument("--think-ms", type=float, default=100.0)
+    cli.add_argument("--pool", type=int, default=None, help="default: one per agent")
+    cli.add_argument("--flows-until", type=Path, default=None, help=argparse.SUPPRESS)
+    args = cli.parse_args(argv)
     if args.flows_until is not None:  # the flows' process
         print(json.dumps(asyncio.run(flows_loop(args.flows_until))))
         return 0
     if args.quick:
         args.agents, args.turns = 10, 20
 
-    from agent_memory_deployments.server import start_prefect_server
-    from benchmarks.database import admin_dsn, drop_database, fresh_database
-
-    admin, server = admin_dsn()
-    name = "agent_memory_load"
-    dsn = fresh_database(admin, name)
-    prefect = start_prefect_server()
-    os.setpriority(os.PRIO_PROCESS, prefect.process.pid, FLOWS_NICE)  # batch work, like the flows
-    os.environ["PREFECT_API_URL"] = prefect.api_url
-    # this process's last flow logs must not chase a server that is being stopped
-    os.environ["PREFECT_LOGGING_TO_API_ENABLED"] = "false"
-    try:
+    with bench_database("agent_memory_load") as (_admin, dsn), prefect_server() as prefect:
+        os.setpriority(os.PRIO_PROCESS, prefect.process.pid, FLOWS_NICE)  # batch work, as flows
+        # this process's last flow logs must not chase a server that is being stopped
+        os.environ["PREFECT_LOGGING_TO_API_ENABLED"] = "false"
         result = asyncio.run(
             run_load(
                 dsn,
@@ -287,16 +269,9 @@ def main(argv: list[str] | None = None) -> int:
                 pool=args.pool,
             )
         )
-    finally:
-        prefect.stop()
-        drop_database(admin, name)
-        if server is not None:
-            server.cleanup()
     full = args.agents >= 50 and args.turns >= 200
     result["pass"] = ok(result) and (not full or result["inject_under_load"]["p99_ms"] <= 10)
-    json.dump(result, sys.stdout, indent=2)
-    print()
-    return 0 if result["pass"] else 1
+    return emit(result)
 
 
 if __name__ == "__main__":

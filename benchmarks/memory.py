@@ -19,12 +19,11 @@ import os
 import resource
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import psycopg
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks._common import ROOT, bench_database, emit, parser, prefect_server
 
 BACKLOG = """
 INSERT INTO agent_memory.episodes (user_id, messages, message_count, occurred_at)
@@ -68,31 +67,19 @@ async def child() -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.memory",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--quick", action="store_true", help="2,000 episodes")
-    parser.add_argument("--episodes", type=int, default=10_000)
-    parser.add_argument("--scopes", type=int, default=10)
-    parser.add_argument("--message-bytes", type=int, default=2000)
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    cli = parser("memory", __doc__, quick="2,000 episodes")
+    cli.add_argument("--episodes", type=int, default=10_000)
+    cli.add_argument("--scopes", type=int, default=10)
+    cli.add_argument("--message-bytes", type=int, default=2000)
+    cli.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = cli.parse_args(argv)
     if args.child:
         print(json.dumps(asyncio.run(child())))
         return 0
     if args.quick:
         args.episodes = 2_000
 
-    from agent_memory_deployments.server import start_prefect_server
-    from benchmarks.database import admin_dsn, drop_database, fresh_database
-
-    admin, server = admin_dsn()
-    name = "agent_memory_rss"
-    dsn = fresh_database(admin, name)
-    prefect = start_prefect_server()
-    try:
+    with bench_database("agent_memory_rss") as (_admin, dsn), prefect_server() as prefect:
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(
                 BACKLOG,
@@ -128,11 +115,6 @@ def main(argv: list[str] | None = None) -> int:
             print(done.stderr[-3000:], file=sys.stderr)
             return 2
         measured = json.loads(done.stdout.strip().splitlines()[-1])
-    finally:
-        prefect.stop()
-        drop_database(admin, name)
-        if server is not None:
-            server.cleanup()
     growth = measured["peak_rss_mb"] - measured["rss_after_imports_mb"]
     result = {
         "episodes": args.episodes,
@@ -147,9 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.episodes >= 10_000
         else None,
     }
-    json.dump(result, sys.stdout, indent=2)
-    print()
-    return 1 if result["pass"] is False else 0
+    return emit(result)
 
 
 if __name__ == "__main__":

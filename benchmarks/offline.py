@@ -10,7 +10,6 @@ well-formed, so a change to the rules is judged on all three.
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_memory.extraction.offline import facts_from_text
+from benchmarks._common import emit, parser
 
 DAY = date(2026, 5, 4)
 _SAID_ON = re.compile(r" \(said on \d{4}-\d{2}-\d{2}\)\.$")
@@ -51,10 +51,10 @@ def measure(sample: Path = SAMPLE) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.offline", description=__doc__)
-    parser.add_argument("--sample", type=Path, default=SAMPLE)
-    args = parser.parse_args(argv)
-    print(json.dumps(measure(args.sample), indent=2))
+    cli = parser("offline", __doc__)
+    cli.add_argument("--sample", type=Path, default=SAMPLE)
+    args = cli.parse_args(argv)
+    emit(measure(args.sample))
     return 0
 
 

@@ -10,8 +10,6 @@ day is what version 11 said it was.
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import time
 from datetime import date
@@ -20,7 +18,7 @@ from typing import Any
 import psycopg
 
 from agent_memory.db.migrations import load_migrations, migrate
-from benchmarks.database import admin_dsn, drop_database
+from benchmarks._common import bench_database, emit, parser
 
 DB = "agent_memory_bench_upgrade"
 
@@ -89,22 +87,14 @@ def run(dsn: str, facts: int, scopes: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.upgrade", description=__doc__)
-    parser.add_argument("--facts", type=int, default=1_000_000)
-    parser.add_argument("--scopes", type=int, default=10_000)
-    args = parser.parse_args(argv)
-    admin, server = admin_dsn()
-    try:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
-            conn.execute(f"CREATE DATABASE {DB}")
-        result = run(psycopg.conninfo.make_conninfo(admin, dbname=DB), args.facts, args.scopes)
-    finally:
-        drop_database(admin, DB)
-        if server is not None:
-            server.cleanup()
-    print(json.dumps(result, indent=2))
-    return 0
+    cli = parser("upgrade", __doc__)
+    cli.add_argument("--facts", type=int, default=1_000_000)
+    cli.add_argument("--scopes", type=int, default=10_000)
+    args = cli.parse_args(argv)
+    with bench_database(DB, migrated=False) as (_admin, dsn):
+        result = run(dsn, args.facts, args.scopes)
+    emit(result)
+    return 0  # python -m benchmarks does not run this section; "pass" is in the JSON
 
 
 if __name__ == "__main__":

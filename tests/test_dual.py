@@ -27,9 +27,11 @@ def sized(values: list[int]) -> Steps[dict[str, Any]]:
     conn = yield Connection()
     try:
         yield Transaction(broken())
+        raised = False
     except psycopg.errors.DivisionByZero:
-        pass
+        raised = True
     return {
+        "raised": raised,
         "rows": [r[0] for r in rows],
         "count": count,
         "one": one[0],
