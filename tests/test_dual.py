@@ -49,6 +49,7 @@ run_it, run_it_sync = dual(sized)
 
 def expected() -> dict[str, Any]:
     return {
+        "raised": True,
         "rows": [1, 2, 3],
         "count": 3,
         "one": 3,
