@@ -1,0 +1,304 @@
+"""What inject gives back, and how: the plan of one inject (its ranking, question and day), the
+ranked facts, the relevant past messages, and the frame that puts them in context; and the
+search of past conversations. :class:`~agent_memory.manager.MemoryManager` is built on it.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from contextlib import suppress
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any, Literal
+
+import psycopg
+
+from agent_memory import decay as decay_math
+from agent_memory.db import facts as fact_repo
+from agent_memory.db import recall as recall_repo
+from agent_memory.db import snippets as snippet_repo
+from agent_memory.db.dual import Steps, run_async, run_sync
+from agent_memory.messages import clean_text
+from agent_memory.models import (
+    FactKind,
+    HistoryEntry,
+    Scope,
+    Snippet,
+    WorkingMemoryFrame,
+)
+from agent_memory.search import MAX_QUERY_CHARS, Searcher, SnippetQuery
+
+log = logging.getLogger(__name__)
+
+
+# snippets: how many the search returns for the budget to choose from, the longest text one
+# may inject (a pasted document is not a memory), and the token estimate
+_SNIPPET_CANDIDATES = 50
+_SNIPPET_MAX_CHARS = 400
+_CHARS_PER_TOKEN = 4
+
+# A question about time or change, for which the facts' dates are worth their tokens.
+_ABOUT_TIME = re.compile(
+    r"\b(?:when|since|until|how long|what (?:year|month|day|date)|which (?:year|month|day)|"
+    r"dates?|ago|before|after|earlier|later|first|last|latest|recent(?:ly)?|previous(?:ly)?|"
+    r"still|any ?more|no longer|used to|now|nowadays|these days|current(?:ly)?|changed?|"
+    r"moved|switched|new)\b",
+    re.I,
+)
+
+
+def _date_phrase(kind: str, since: datetime) -> str:
+    """How a prompt says when a fact became true: an event happened on a day, a plan was
+    said on one, anything else holds since."""
+    day = since.astimezone(UTC).date().isoformat()
+    return {"event": f"on {day}", "plan": f"said on {day}"}.get(kind, f"since {day}")
+
+
+def _words(text: str) -> set[str]:
+    """The words that say what a text is about, roughly: those of four letters or more."""
+    return {w for w in re.findall(r"\w+", text.lower()) if len(w) > 3}
+
+
+def _covers(fact: set[str], snippet: set[str]) -> bool:
+    """True when a fact says what a snippet says (most of the shorter one's words)."""
+    if not fact or not snippet:
+        return False
+    return len(fact & snippet) >= 0.8 * min(len(fact), len(snippet))
+
+
+@dataclass
+class _Recall:
+    """How one inject ranks: importance only; by the priors alone (no question); or by
+    relevance to the question, by full text, meaning, or both fused."""
+
+    ranking: Literal["importance", "priors", "text", "vector", "hybrid"]
+    day: date
+    at: datetime  # the moment a used fact's decay clock restarts at
+    before: datetime  # history up to here
+    params: dict[str, Any] = field(default_factory=dict)
+    vector: list[float] | None = None
+    dated: bool = False  # the frame says since when each fact is true
+
+    def by_text(self) -> dict[str, Any]:
+        """The parameters of the same inject ranked by full text alone (the fallback when the
+        ranking by meaning fails)."""
+        self.ranking, self.vector = "text", None
+        self.params["text"] = self.params.get("question")
+        return self.params
+
+
+class Injector(Searcher):
+    """Inject over the manager's pools and settings."""
+
+    def _plan(self, scope: Scope, query: str | None, on: date | None) -> _Recall:
+        """What one inject reads: the day, the ranking and its parameters."""
+        m = self.settings.memory
+        day = on or decay_math.today()
+        # "now" for an inject as of today; the start of the given day otherwise (tests, replays)
+        at = datetime.now(UTC) if on is None else datetime.combine(on, time(), UTC)
+        before = at if on is None else at + timedelta(days=1)
+        dated = m.inject_dates == "always" or (
+            m.inject_dates == "auto" and bool(query and _ABOUT_TIME.search(query))
+        )
+        if m.inject_ranking == "importance":
+            return _Recall("importance", day, at, before, {}, dated=dated)
+        # a pasted document is not a question: its start says what it is about
+        text = clean_text((query or "")[:MAX_QUERY_CHARS])
+        params = recall_repo.ranked_params(
+            scope,
+            text if text.strip() else None,
+            on=day,
+            min_importance=m.inject_min_importance,
+            limit=m.inject_limit,
+            candidates=m.inject_candidates,
+            priors=(m.inject_weight_importance, m.inject_weight_recency),
+            fusion=recall_repo.Fusion.of(m),
+        )
+        params["question"] = params["text"]
+        ranking: Literal["priors", "text"] = "text" if params["text"] else "priors"
+        return _Recall(ranking, day, at, before, params, dated=dated)
+
+    def _wants_vector(self, plan: _Recall) -> bool:
+        return (
+            plan.ranking == "text"
+            and self.settings.memory.inject_ranking in ("hybrid", "vector")
+            and self.settings.embedding.active_model is not None
+        )
+
+    def _by_meaning(self, plan: _Recall, vector: list[float] | None) -> None:
+        """Rank by meaning too, once the question has a vector (else by full text alone)."""
+        if vector is None:
+            return
+        plan.vector = vector
+        plan.params["model"] = self._queries.model
+        if self.settings.memory.inject_ranking == "vector":
+            plan.ranking = "vector"
+            plan.params["text"] = None  # the full-text side is left out
+        else:
+            plan.ranking = "hybrid"
+
+    def _snippet_query(self, scope: Scope, plan: _Recall) -> SnippetQuery | None:
+        """What the snippet search of this inject reads; None when it has none to make."""
+        m = self.settings.memory
+        question = plan.params.get("question")
+        if not m.inject_snippets_tokens or not question or plan.ranking == "priors":
+            return None
+        params = snippet_repo.search_params(
+            scope,
+            question,
+            on=plan.day,
+            until=plan.before,
+            limit=_SNIPPET_CANDIDATES,
+            candidates=m.inject_candidates,
+            fusion=recall_repo.Fusion.of(m),
+        )
+        params["model"] = plan.params.get("model")
+        # read now: the fact ranking, running beside the search, may fall back to full text
+        return SnippetQuery(scope, params, plan.vector)
+
+    def _chosen_snippets(self, found: list[Snippet], facts: recall_repo.Ranked) -> list[Snippet]:
+        """The best snippets within the token budget, skipping what an injected fact says."""
+        budget = self.settings.memory.inject_snippets_tokens * _CHARS_PER_TOKEN
+        facts_say = [_words(content) for _, content, _, _ in facts]
+        chosen: list[tuple[Snippet, set[str]]] = []
+        for snippet in found:
+            if len(snippet.content) > _SNIPPET_MAX_CHARS:
+                snippet = snippet.model_copy(
+                    update={"content": snippet.content[: _SNIPPET_MAX_CHARS - 1] + "\u2026"}
+                )
+            words = _words(snippet.content)
+            # what a fact or a better snippet already says is not worth its tokens again
+            if any(_covers(said, words) for said in facts_say):
+                continue
+            cost = len(snippet.line())
+            same = next((i for i, (_, said) in enumerate(chosen) if _covers(said, words)), None)
+            if same is not None:
+                # the user's own words stand in for another's restatement of them, at its rank
+                other = chosen[same][0]
+                freed = len(other.line())
+                if snippet.speaker == "user" != other.speaker and cost <= budget + freed:
+                    budget += freed - cost
+                    chosen[same] = (snippet.model_copy(update={"score": other.score}), words)
+                continue
+            if cost > budget:
+                break
+            budget -= cost
+            chosen.append((snippet, words))
+        return [snippet for snippet, _ in chosen]
+
+    def _frame(
+        self,
+        scope: Scope,
+        plan: _Recall,
+        rows: recall_repo.Ranked,
+        history: list[HistoryEntry],
+        snippets: list[Snippet] | None = None,
+        dates: dict[int, tuple[FactKind, datetime]] | None = None,
+    ) -> WorkingMemoryFrame:
+        frame = WorkingMemoryFrame(
+            user_id=scope.user_id,
+            agent_id=scope.agent_id,
+            workflow_id=scope.workflow_id,
+            injected_facts=[content for _, content, _, _ in rows],
+            fact_ids=[fact_id for fact_id, _, _, _ in rows],
+            importances=[round(importance, 6) for _, _, importance, _ in rows],
+            ranking=plan.ranking,
+            scores=[round(score, 6) for _, _, _, score in rows]
+            if plan.ranking != "importance"
+            else [],
+            history=history,
+            snippets=self._chosen_snippets(snippets or [], rows),
+            fact_dates=[_date_phrase(*dates[fact_id]) for fact_id, _, _, _ in rows]
+            if dates
+            else [],
+        )
+        frame.context = frame.render()
+        return frame
+
+    async def inject(
+        self, scope: Scope, *, query: str | None = None, on: date | None = None
+    ) -> WorkingMemoryFrame:
+        """The facts to put in context for ``scope``, and its recent history.
+
+        With ``AGENT_MEMORY_INJECT_RANKING=hybrid`` (the default) the facts most relevant to
+        ``query`` (the latest user message) by full text and by meaning, importance and recency
+        ordering comparable matches (see :mod:`agent_memory.db.recall`); with no query, the most
+        important and recent. With ``importance``, the most important facts whatever is asked.
+        ``on``: the day to evaluate decay on (default today).
+        """
+        plan = self._plan(scope, query, on)
+        if self._wants_vector(plan):
+            self._by_meaning(plan, await self._queries.embed(plan.params["text"]))
+        pool = await self._apool()
+        search = self._snippet_query(scope, plan)
+        async with pool.connection() as conn:
+            beside = await self._search_beside(pool, search)
+            try:
+                rows, history, dates = await run_async(conn, self._recall_steps(scope, plan, on))
+            except BaseException:
+                if beside is not None:
+                    beside.cancel()
+                    with suppress(BaseException):
+                        await beside
+                raise
+            snippets = (
+                await beside
+                if beside is not None
+                else await run_async(conn, self._search_steps(search))
+            )
+        return self._frame(scope, plan, rows, history, snippets, dates)
+
+    def _recall_steps(
+        self, scope: Scope, plan: _Recall, on: date | None
+    ) -> Steps[
+        tuple[recall_repo.Ranked, list[HistoryEntry], dict[int, tuple[FactKind, datetime]] | None]
+    ]:
+        """The facts of one inject (ranked, and reinforced as used), its history and dates."""
+        m = self.settings.memory
+        if plan.ranking == "importance":
+            top = yield from fact_repo.top_steps(
+                scope, m.inject_min_importance, m.inject_limit, plan.day
+            )
+            rows = [(i, c, imp, imp) for i, c, imp in top]
+        elif plan.vector is not None:
+            try:
+                ann = yield from self._ann_steps("facts", scope)
+                rows = yield from recall_repo.ranked_steps(plan.params, plan.vector, ann)
+            except psycopg.Error as exc:  # e.g. pgvector dropped: text relevance instead
+                log.warning("ranking by embeddings failed (%s); by full text instead", exc)
+                rows = yield from recall_repo.ranked_steps(plan.by_text())
+        else:
+            rows = yield from recall_repo.ranked_steps(plan.params)
+        if m.inject_reinforce and on is None:
+            try:
+                ids = [r[0] for r in rows]
+                yield from recall_repo.refresh_steps(scope, ids, plan.at, m.use_growth)
+            except psycopg.Error as exc:  # best effort: the facts were read already
+                log.warning("reinforcing the injected facts failed: %s", exc)
+        history = (
+            (yield from recall_repo.history_steps(scope, m.inject_history, plan.before))
+            if m.inject_history
+            else []
+        )
+        dates = (yield from fact_repo.dates_steps([r[0] for r in rows])) if plan.dated else None
+        return rows, history, dates
+
+    def inject_sync(
+        self, scope: Scope, *, query: str | None = None, on: date | None = None
+    ) -> WorkingMemoryFrame:
+        """:meth:`inject` for sync code."""
+        plan = self._plan(scope, query, on)
+        if self._wants_vector(plan):
+            self._by_meaning(plan, self._queries.embed_sync(plan.params["text"]))
+        pool = self._spool()
+        search = self._snippet_query(scope, plan)
+        with pool.connection() as conn:
+            beside = self._search_beside_sync(pool, search)
+            rows, history, dates = run_sync(conn, self._recall_steps(scope, plan, on))
+            snippets = (
+                beside.result()
+                if beside is not None
+                else run_sync(conn, self._search_steps(search))
+            )
+        return self._frame(scope, plan, rows, history, snippets, dates)

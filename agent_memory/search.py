@@ -1,0 +1,228 @@
+"""Searching a scope's past conversations by relevance (the episodic tier): on its own
+(:meth:`Searcher.search_conversations`) and beside an inject's ranking, on a second pooled
+connection when one is free; and the scope's own nearest-neighbour index, when it has one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time
+from time import monotonic
+from typing import Any
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
+
+from agent_memory import decay as decay_math
+from agent_memory.db import embeddings as embedding_repo
+from agent_memory.db import recall as recall_repo
+from agent_memory.db import snippets as snippet_repo
+from agent_memory.db.dual import Steps, run_async, run_sync
+from agent_memory.db.embeddings import AnnIndex
+from agent_memory.embedding import QueryEmbedder
+from agent_memory.errors import InvalidMessageError
+from agent_memory.messages import clean_text
+from agent_memory.models import (
+    Scope,
+    Snippet,
+)
+from agent_memory.settings import Settings
+
+log = logging.getLogger(__name__)
+
+# the start of a very long message is what relevance is measured against
+MAX_QUERY_CHARS = 2000
+
+# a scope's HNSW index is looked up again after this long (the flows may have built one), and
+# the memory of which scopes have one is cleared past this many
+_ANN_RECHECK_S = 60.0
+_ANN_KNOWN_MAX = 100_000
+
+# how long an inject waits for a second connection to search snippets beside its facts
+_SPARE_WAIT_S = 0.001
+
+
+@dataclass(frozen=True)
+class SnippetQuery:
+    """One snippet search: its scope, parameters and the question's vector (None: by full
+    text alone)."""
+
+    scope: Scope
+    params: dict[str, Any]
+    vector: list[float] | None
+
+
+def as_moment(value: datetime | date | None, name: str) -> datetime | None:
+    """``value`` as an aware datetime (a date: its start, UTC); a naive datetime is refused."""
+    if value is None or (isinstance(value, datetime) and value.tzinfo is not None):
+        return value
+    if isinstance(value, datetime):
+        raise InvalidMessageError(
+            f"{name} {value.isoformat()} has no time zone; pass an aware datetime or a date"
+        )
+    return datetime.combine(value, time(), UTC)
+
+
+class Searcher:
+    """Conversation search over the manager's pools and settings (the manager provides what is
+    declared here)."""
+
+    settings: Settings
+    _queries: QueryEmbedder
+    _ann_known: dict[tuple[str, Scope, str], tuple[AnnIndex | None, float]]
+    _lock: threading.Lock
+    _searcher: ThreadPoolExecutor | None
+
+    async def _apool(self) -> AsyncConnectionPool:
+        raise NotImplementedError
+
+    def _spool(self) -> ConnectionPool:
+        raise NotImplementedError
+
+    def _ann_cached(
+        self, kind: str, scope: Scope
+    ) -> tuple[tuple[str, Scope, str], tuple[AnnIndex | None, float] | None]:
+        """The scope's HNSW index of ``kind`` as last looked up, None when due a new look."""
+        key = (kind, scope, self._queries.model or "")
+        known = self._ann_known.get(key)
+        return key, known if known is not None and known[1] > monotonic() else None
+
+    def _ann_learned(self, key: tuple[str, Scope, str], ann: AnnIndex | None) -> AnnIndex | None:
+        if len(self._ann_known) > _ANN_KNOWN_MAX:
+            self._ann_known.clear()
+        self._ann_known[key] = (ann, monotonic() + _ANN_RECHECK_S)
+        return ann
+
+    def _ann_steps(self, kind: str, scope: Scope) -> Steps[AnnIndex | None]:
+        """The scope's own HNSW index of ``kind``, if the flows built one."""
+        key, known = self._ann_cached(kind, scope)
+        if known is not None:
+            return known[0]
+        try:
+            ann = yield from embedding_repo.ann_index_steps(kind, scope, key[2])
+        except psycopg.Error:  # the table is not there (an old schema): compare every vector
+            ann = None
+        return self._ann_learned(key, ann)
+
+    def _search_steps(self, query: SnippetQuery | None) -> Steps[list[Snippet]]:
+        if query is None:
+            return []
+        try:
+            ann = (yield from self._ann_steps("snippets", query.scope)) if query.vector else None
+            return (yield from snippet_repo.search_steps(query.params, query.vector, ann))
+        except psycopg.Error as exc:  # best effort: the facts are what inject owes
+            log.warning("searching past conversations failed: %s", exc)
+            return []
+
+    # The snippet search and the fact ranking are independent statements: an inject runs the
+    # search on a second pooled connection beside the ranking when one is free at once. It
+    # never waits for one: callers that each hold a connection and wait for another could
+    # starve the pool, so a busy pool runs both on the caller's connection, one after the other.
+
+    async def _search_beside(
+        self, pool: AsyncConnectionPool, query: SnippetQuery | None
+    ) -> asyncio.Task[list[Snippet]] | None:
+        if query is None:
+            return None
+        try:
+            spare = await pool.getconn(timeout=_SPARE_WAIT_S)
+        except PoolTimeout:
+            return None
+
+        async def search() -> list[Snippet]:
+            try:
+                return await run_async(spare, self._search_steps(query))
+            finally:
+                await pool.putconn(spare)
+
+        return asyncio.create_task(search())
+
+    def _search_beside_sync(
+        self, pool: ConnectionPool, query: SnippetQuery | None
+    ) -> Future[list[Snippet]] | None:
+        if query is None:
+            return None
+        try:
+            spare = pool.getconn(timeout=_SPARE_WAIT_S)
+        except PoolTimeout:
+            return None
+
+        def search() -> list[Snippet]:
+            try:
+                return run_sync(spare, self._search_steps(query))
+            finally:
+                pool.putconn(spare)
+
+        try:
+            return self._search_threads().submit(search)
+        except RuntimeError:  # closing: no thread to run it on
+            pool.putconn(spare)
+            return None
+
+    def _search_threads(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._searcher is None:
+                self._searcher = ThreadPoolExecutor(
+                    max_workers=self.settings.db.pool_max_size,
+                    thread_name_prefix="agent-memory-search",
+                )
+            return self._searcher
+
+    async def search_conversations(
+        self,
+        scope: Scope,
+        query: str,
+        *,
+        since: datetime | date | None = None,
+        until: datetime | date | None = None,
+        limit: int = 10,
+    ) -> list[Snippet]:
+        """The messages of ``scope``'s past conversations most relevant to ``query``, best
+        first, each with its speaker and time: by full text, and by meaning once the flows
+        have embedded them. ``since``/``until`` bound when they were said ([since, until); a
+        date means its start, UTC). Works before consolidation has run.
+
+        Example::
+
+            for s in await manager.search_conversations(scope, "dentist", since=date(2026, 3, 1)):
+                print(s.line())
+        """
+        start, end = as_moment(since, "since"), as_moment(until, "until")
+        if start is not None and end is not None and start >= end:
+            raise InvalidMessageError(
+                f"since {start.isoformat()} is not before until {end.isoformat()}"
+            )
+        if not 1 <= limit <= 1000:
+            raise InvalidMessageError(f"limit {limit} is not between 1 and 1000")
+        m = self.settings.memory
+        text = clean_text(query[:MAX_QUERY_CHARS])
+        if not text.strip():
+            return []
+        params = snippet_repo.search_params(
+            scope,
+            text,
+            on=decay_math.today(),
+            since=start,
+            until=end,
+            limit=limit,
+            candidates=max(m.inject_candidates, limit),
+            fusion=recall_repo.Fusion.of(m),
+        )
+        vector = None
+        if self.settings.embedding.active_model is not None:
+            vector = await self._queries.embed(text)
+            params["model"] = self._queries.model
+        pool = await self._apool()
+        async with pool.connection() as conn:
+            try:
+                ann = await run_async(conn, self._ann_steps("snippets", scope)) if vector else None
+                return await snippet_repo.search(conn, params, vector, ann)
+            except psycopg.Error as exc:  # e.g. pgvector dropped: full text alone
+                if vector is None:
+                    raise
+                log.warning("searching by meaning failed (%s); by full text alone", exc)
+                return await snippet_repo.search(conn, params)

@@ -1,0 +1,100 @@
+"""Serving the schedules, and the local Prefect server the commands share."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Annotated
+
+import typer
+
+from agent_memory.errors import AgentMemoryError
+from agent_memory_deployments.cli._app import (
+    _fail,
+    _private_defaults,
+    _settings,
+    app,
+    console,
+)
+
+
+@app.command()
+def serve(
+    host: Annotated[
+        str, typer.Option(help="where to start a Prefect server if none is set")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535)] = 4200,
+    prefect_database_url: Annotated[
+        str | None,
+        typer.Option(
+            envvar="PREFECT_API_DATABASE_CONNECTION_URL",
+            help="a PostgreSQL (with pg_trgm) for the started server's state; default SQLite",
+        ),
+    ] = None,
+) -> None:
+    """Serve the hourly consolidation and daily decay schedules (no worker, no Docker).
+
+    Uses the Prefect server at PREFECT_API_URL, or starts one on HOST:PORT (UI included).
+    """
+    _private_defaults()
+    server = None
+    if not os.environ.get("PREFECT_API_URL"):
+        from agent_memory_deployments.server import start_prefect_server
+
+        try:
+            server = start_prefect_server(host, port, database_url=prefect_database_url)
+        except AgentMemoryError as exc:
+            raise _fail(exc) from None
+        os.environ["PREFECT_API_URL"] = server.api_url
+        console.print(f"Prefect server and UI: {server.url}")
+    _settings()
+    from agent_memory_deployments.serve import serve_all
+
+    try:
+        asyncio.run(serve_all())
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if server is not None:
+            server.stop()
+
+
+server_app = typer.Typer(
+    help="The local Prefect server commands start in the background when no PREFECT_API_URL "
+    "is set.",
+    no_args_is_help=True,
+)
+app.add_typer(server_app, name="server")
+
+
+@server_app.command("status")
+def server_status() -> None:
+    """Say whether the background Prefect server runs, and where its UI is."""
+    from agent_memory_deployments.local_server import healthy, prefect_home, read_state
+
+    server = read_state(prefect_home())
+    if server is None:
+        console.print(
+            "no background Prefect server runs (the next command that runs a flow starts one)",
+            highlight=False,
+        )
+        raise typer.Exit(1)
+    state = "healthy" if healthy(server.api_url) else "not answering"
+    console.print(
+        f"Prefect server and UI: {server.url} ({state}; keeper pid {server.pid}, log {server.log})",
+        highlight=False,
+    )
+
+
+@server_app.command("stop")
+def server_stop() -> None:
+    """Stop the background Prefect server (its runs' history stays in PREFECT_HOME)."""
+    from agent_memory_deployments.local_server import stop
+
+    server = stop()
+    console.print(
+        f"stopped the Prefect server at {server.url}"
+        if server
+        else "no background Prefect server runs",
+        highlight=False,
+    )
