@@ -237,7 +237,7 @@ async def test_rebase_and_a_concurrent_write_do_not_interleave(
     from agent_memory.consolidation.extract import extract_batch
     from agent_memory.consolidation.load import load_batch
     from agent_memory.consolidation.write import write_batch
-    from agent_memory.db import facts as fact_repo
+    from agent_memory.db import decay as decay_repo
     from agent_memory.decay import today
     from agent_memory.extraction import OfflineExtractor
 
@@ -272,4 +272,4 @@ async def test_rebase_and_a_concurrent_write_do_not_interleave(
     (fact,) = await manager.facts(scope)
     assert fact.importance == pytest.approx(0.8)  # ranked with the committed factor
     async with pool.connection() as conn:
-        assert await fact_repo.purge(conn, 0.05, today()) == 0
+        assert await decay_repo.purge(conn, 0.05, today()) == 0

@@ -11,6 +11,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from agent_memory.consolidation.load import ScopeBatch
 from agent_memory.consolidation.results import ScopeResult
+from agent_memory.db import decay as decay_repo
 from agent_memory.db import episodes as episode_repo
 from agent_memory.db import facts as fact_repo
 from agent_memory.db import failures as failure_repo
@@ -38,7 +39,7 @@ async def write_batch(
     usage = batch.spent
     async with pool.connection() as conn, conn.transaction():
         # a decay-factor change (rebase) must not interleave with ranks computed here
-        await fact_repo.hold_decay_factor(conn)
+        await decay_repo.hold_decay_factor(conn)
         # the episodic tier: every consolidated episode gets its summary (the model's, or the
         # deterministic one when the model gave none or no call was needed), set as it is marked
         given = extraction.summaries if extraction is not None else {}

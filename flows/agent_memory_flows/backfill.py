@@ -22,8 +22,8 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validato
 from agent_memory import decay as decay_math
 from agent_memory.consolidation import ScopeResult
 from agent_memory.consolidation.results import BackfillSummary
+from agent_memory.db.decay import count_faded
 from agent_memory.db.episodes import count_pending
-from agent_memory.db.facts import count_faded
 from agent_memory.db.pool import open_pool
 from agent_memory.models import DecayFrom, Scope, Window
 from agent_memory.settings import get_settings

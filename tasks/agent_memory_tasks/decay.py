@@ -8,7 +8,7 @@ from prefect import get_run_logger
 from psycopg_pool import AsyncConnectionPool
 
 from agent_memory import analytics
-from agent_memory.db import facts as fact_repo
+from agent_memory.db import decay as decay_repo
 from agent_memory.db.migrations import policy_params
 from agent_memory.decay import DecayPolicy
 from agent_memory.models import Scope
@@ -20,10 +20,10 @@ async def sync_decay_policy(pool: AsyncConnectionPool, policy: DecayPolicy, as_o
     """Apply changed half-lives or a changed purge threshold (rescaling the facts they concern
     once); returns rows rewritten."""
     async with pool.connection() as conn:
-        stored = await fact_repo.policy(conn)
+        stored = await decay_repo.policy(conn)
         if stored == policy:
             return 0
-        rewritten = await fact_repo.sync_policy(conn, policy, as_of)
+        rewritten = await decay_repo.sync_policy(conn, policy, as_of)
     if rewritten:
         get_run_logger().warning(
             "decay policy changed from %s to %s: rescaled %d fact(s)", stored, policy, rewritten
@@ -42,7 +42,7 @@ async def purge_faded_facts(
 ) -> int:
     """Delete what has faded below the threshold on ``as_of`` (idempotent for a given day)."""
     async with pool.connection() as conn:
-        purged = await fact_repo.purge(conn, purge_below, as_of, scope, batch)
+        purged = await decay_repo.purge(conn, purge_below, as_of, scope, batch)
     get_run_logger().info("purged %d fact(s) below %s as of %s", purged, purge_below, as_of)
     return purged
 
@@ -69,7 +69,7 @@ async def record_decay_run(
     policy: DecayPolicy,
 ) -> None:
     async with pool.connection() as conn:
-        await fact_repo.record_decay_run(
+        await decay_repo.record_decay_run(
             conn,
             report.as_of,
             scope,
