@@ -15,7 +15,9 @@ from typing import Any, Literal
 import psycopg
 
 from agent_memory import decay as decay_math
+from agent_memory.db import episodes as episode_repo
 from agent_memory.db import facts as fact_repo
+from agent_memory.db import fusion
 from agent_memory.db import recall as recall_repo
 from agent_memory.db import snippets as snippet_repo
 from agent_memory.db.dual import Steps, run_async, run_sync
@@ -105,7 +107,7 @@ class Injector(Searcher):
             return _Recall("importance", day, at, before, {}, dated=dated)
         # a pasted document is not a question: its start says what it is about
         text = clean_text((query or "")[:MAX_QUERY_CHARS])
-        params = recall_repo.ranked_params(
+        params = fusion.ranked_params(
             scope,
             text if text.strip() else None,
             on=day,
@@ -113,7 +115,7 @@ class Injector(Searcher):
             limit=m.inject_limit,
             candidates=m.inject_candidates,
             priors=(m.inject_weight_importance, m.inject_weight_recency),
-            fusion=recall_repo.Fusion.of(m),
+            fusion=fusion.Fusion.of(m),
         )
         params["question"] = params["text"]
         ranking: Literal["priors", "text"] = "text" if params["text"] else "priors"
@@ -151,7 +153,7 @@ class Injector(Searcher):
             until=plan.before,
             limit=_SNIPPET_CANDIDATES,
             candidates=m.inject_candidates,
-            fusion=recall_repo.Fusion.of(m),
+            fusion=fusion.Fusion.of(m),
         )
         params["model"] = plan.params.get("model")
         # read now: the fact ranking, running beside the search, may fall back to full text
@@ -277,7 +279,7 @@ class Injector(Searcher):
             except psycopg.Error as exc:  # best effort: the facts were read already
                 log.warning("reinforcing the injected facts failed: %s", exc)
         history = (
-            (yield from recall_repo.history_steps(scope, m.inject_history, plan.before))
+            (yield from episode_repo.history_steps(scope, m.inject_history, plan.before))
             if m.inject_history
             else []
         )

@@ -32,11 +32,9 @@ from agent_memory import decay as decay_math
 from agent_memory.consolidation import RunSummary
 from agent_memory.db import episodes as episode_repo
 from agent_memory.db import facts as fact_repo
-from agent_memory.db import recall as recall_repo
 from agent_memory.db.connection import Database, resolve
 from agent_memory.db.embeddings import AnnIndex
 from agent_memory.db.pool import setup_schema
-from agent_memory.embedding import QueryEmbedder
 from agent_memory.errors import InvalidMessageError
 from agent_memory.graph.state import latest_messages, latest_user_text, scope_from
 from agent_memory.inject import Injector
@@ -46,6 +44,7 @@ from agent_memory.models import (
     MemoryItem,
     Scope,
 )
+from agent_memory.query_embedding import QueryEmbedder
 from agent_memory.search import as_moment
 from agent_memory.settings import DatabaseSettings, Settings, use_settings
 
@@ -229,7 +228,7 @@ class MemoryManager(Injector):
             )
         pool = await self._apool()
         async with pool.connection() as conn:
-            return await recall_repo.between(conn, scope, start, end, limit)
+            return await episode_repo.between(conn, scope, start, end, limit)
 
     @staticmethod
     def _check_time(occurred_at: datetime | None) -> None:

@@ -19,17 +19,17 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from agent_memory import decay as decay_math
 from agent_memory.db import embeddings as embedding_repo
-from agent_memory.db import recall as recall_repo
+from agent_memory.db import fusion
 from agent_memory.db import snippets as snippet_repo
 from agent_memory.db.dual import Steps, run_async, run_sync
 from agent_memory.db.embeddings import AnnIndex
-from agent_memory.embedding import QueryEmbedder
 from agent_memory.errors import InvalidMessageError
 from agent_memory.messages import clean_text
 from agent_memory.models import (
     Scope,
     Snippet,
 )
+from agent_memory.query_embedding import QueryEmbedder
 from agent_memory.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -210,7 +210,7 @@ class Searcher:
             until=end,
             limit=limit,
             candidates=max(m.inject_candidates, limit),
-            fusion=recall_repo.Fusion.of(m),
+            fusion=fusion.Fusion.of(m),
         )
         vector = None
         if self.settings.embedding.active_model is not None:

@@ -13,6 +13,7 @@ from langchain_core.messages import HumanMessage
 
 from agent_memory import MemoryManager
 from agent_memory.db import embeddings as embedding_repo
+from agent_memory.db import fusion
 from agent_memory.db import recall as recall_repo
 from agent_memory.decay import today
 from agent_memory.embedding import ensure_ann_indexes, make_embedder
@@ -70,7 +71,7 @@ async def test_a_large_scope_gets_its_own_index_and_inject_reads_it(
         # the planner can use the scope's index for its nearest facts (at 64 facts comparing
         # all is cheaper, so sorting is priced out here, as at scale its cost does)
         vector = embedder.embed_sync(["Which instrument do I play?"])[0]
-        params = recall_repo.ranked_params(
+        params = fusion.ranked_params(
             BIG,
             "Which instrument do I play?",
             on=today(),

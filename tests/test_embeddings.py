@@ -470,6 +470,7 @@ async def test_a_question_the_model_refuses_is_ranked_by_full_text_and_the_next_
 async def test_stored_vectors_of_other_dimensions_count_as_unrelated_not_as_an_error(
     embedded: Settings, fake_llm: FakeLLM, db: psycopg.Connection[Any]
 ) -> None:
+    from agent_memory.db import fusion
     from agent_memory.db import recall as recall_repo
     from agent_memory.decay import today
 
@@ -479,7 +480,7 @@ async def test_stored_vectors_of_other_dimensions_count_as_unrelated_not_as_an_e
         await manager.consolidate(DANA)  # 256-dimension vectors stored
     finally:
         await manager.close()
-    params = recall_repo.ranked_params(
+    params = fusion.ranked_params(
         DANA,
         "violin",
         on=today(),

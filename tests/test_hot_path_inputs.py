@@ -11,6 +11,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
 from agent_memory import MemoryManager
+from agent_memory.db import fusion
 from agent_memory.db import recall as recall_repo
 from agent_memory.decay import today
 from agent_memory.models import Scope
@@ -115,7 +116,7 @@ async def test_a_latest_message_that_is_not_text_is_no_question(
 async def test_a_question_vector_of_another_dimension_ranks_by_text(
     stored: dict[str, MemoryManager], db: psycopg.Connection[Any]
 ) -> None:
-    params = recall_repo.ranked_params(
+    params = fusion.ranked_params(
         ALEX, "violin", on=today(), min_importance=0.0, limit=5, candidates=100
     )
     params["model"] = stored["hybrid"].settings.embedding.active_model

@@ -14,7 +14,7 @@ from psycopg.types.json import Jsonb
 from agent_memory.db.dual import Run, Steps, dual
 from agent_memory.db.fragments import SCOPE_MATCH
 from agent_memory.errors import InvalidScopeError
-from agent_memory.models import Episode, Scope, Window
+from agent_memory.models import Episode, HistoryEntry, Scope, Window
 
 log = logging.getLogger(__name__)
 
@@ -225,3 +225,52 @@ async def count_marked_by(conn: psycopg.AsyncConnection[Any], ids: list[int], jo
     )
     row = await cur.fetchone()
     return int(row[0]) if row else 0
+
+
+# ---- the episodic tier by time: recent summaries, what happened between two moments ----
+
+HISTORY = f"""
+SELECT occurred_at, summary
+FROM agent_memory.episodes
+WHERE {SCOPE_MATCH} AND summary IS NOT NULL AND occurred_at < %(before)s
+ORDER BY occurred_at DESC, id DESC
+LIMIT %(limit)s
+"""
+
+BETWEEN = f"""
+SELECT id, user_id, agent_id, workflow_id, messages, occurred_at, created_at, consolidated,
+       summary
+FROM agent_memory.episodes
+WHERE {SCOPE_MATCH}
+  AND occurred_at >= coalesce(%(since)s, '-infinity'::timestamptz)
+  AND occurred_at < coalesce(%(until)s, 'infinity'::timestamptz)
+ORDER BY occurred_at, id
+LIMIT %(limit)s
+"""
+
+
+def _history(rows: list[Any]) -> list[HistoryEntry]:
+    return [HistoryEntry(occurred_at=r[0], summary=r[1]) for r in rows]
+
+
+def history_steps(scope: Scope, limit: int, before: datetime) -> Steps[list[HistoryEntry]]:
+    """The scope's ``limit`` most recent summarised episodes before ``before``, newest first."""
+    rows = yield Run(HISTORY, {**scope.as_dict(), "limit": limit, "before": before})
+    return _history(rows)
+
+
+history, history_sync = dual(history_steps)
+
+
+async def between(
+    conn: psycopg.AsyncConnection[Any],
+    scope: Scope,
+    since: datetime | None,
+    until: datetime | None,
+    limit: int,
+) -> list[Episode]:
+    """The scope's episodes that happened in [since, until), oldest first."""
+    async with conn.cursor(row_factory=dict_row) as cur:
+        params = {**scope.as_dict(), "since": since, "until": until, "limit": limit}
+        await cur.execute(BETWEEN, params)
+        return [Episode.model_validate(row) for row in await cur.fetchall()]

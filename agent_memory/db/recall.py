@@ -34,20 +34,17 @@ from __future__ import annotations
 
 import functools
 import weakref
-from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import datetime
 from typing import Any
 
 import psycopg
 from psycopg import sql
-from psycopg.rows import dict_row
 
 from agent_memory.db.dual import Connection, Run, Steps, Transaction, dual
 from agent_memory.db.embeddings import AnnIndex, vector_text
 from agent_memory.db.fragments import SCOPE_MATCH, importance_on
-from agent_memory.decay import day_index, importance_floor
-from agent_memory.models import Episode, HistoryEntry, Scope
-from agent_memory.settings import MAX_HALF_LIFE, MemorySettings
+from agent_memory.models import Scope
+from agent_memory.settings import MAX_HALF_LIFE
 
 # Any word of the message, stemmed: plainto_tsquery ANDs the words (and chains compounds with
 # <->); every operator between two quoted lexemes becomes OR. NULL text: no relevance. A
@@ -232,73 +229,6 @@ def ranked_hybrid_ann(ann: AnnIndex) -> str:
     )
 
 
-@dataclass(frozen=True)
-class Fusion:
-    """How the two relevance rankings are fused and how far the priors may re-order matches
-    (see the module), for facts and conversation snippets alike: ``weights`` those of the
-    full-text and the meaning rankings, ``method`` ``relative`` or ``rrf``."""
-
-    weights: tuple[float, float] = (1.0, 1.0)
-    method: str = "relative"
-    rrf_k: float = 60.0
-    prior_weight: float = 0.1
-    half_life_days: float = 7.0
-
-    @classmethod
-    def of(cls, m: MemorySettings) -> Fusion:
-        """The fusion the inject settings describe."""
-        return cls(
-            weights=(m.inject_weight_text, m.inject_weight_vector),
-            method=m.inject_fusion,
-            rrf_k=m.inject_rrf_k,
-            prior_weight=m.inject_prior_weight,
-            half_life_days=m.inject_recency_half_life_days,
-        )
-
-    def params(self) -> dict[str, Any]:
-        return {
-            "w_text": self.weights[0],
-            "w_vector": self.weights[1],
-            "fusion": self.method,
-            "rrf_k": self.rrf_k,
-            "prior_weight": self.prior_weight,
-            "half_life": self.half_life_days,
-        }
-
-
-# the defaults of the settings
-DEFAULT_FUSION = Fusion()
-
-
-def ranked_params(
-    scope: Scope,
-    text: str | None,
-    *,
-    on: date,
-    min_importance: float,
-    limit: int,
-    candidates: int,
-    priors: tuple[float, float] = (1.0, 1.0),
-    fusion: Fusion = DEFAULT_FUSION,
-) -> dict[str, Any]:
-    """The parameters of one ranking: ``priors`` the weights of importance and recency in the
-    prior, ``fusion`` how relevance is made (see the module).
-    """
-    return {
-        **scope.as_dict(),
-        "text": text,
-        "vector": None,
-        "model": None,
-        "day": day_index(on),
-        "min_importance": importance_floor(min_importance),
-        "limit": limit,
-        "candidates": candidates,
-        "w_importance": priors[0],
-        "w_recency": priors[1],
-        **fusion.params(),
-    }
-
-
 Ranked = list[tuple[int, str, float, float]]  # fact id, content, importance, score
 
 
@@ -410,25 +340,6 @@ FROM used, policy
 WHERE m.id = used.id
 """
 
-HISTORY = f"""
-SELECT occurred_at, summary
-FROM agent_memory.episodes
-WHERE {SCOPE_MATCH} AND summary IS NOT NULL AND occurred_at < %(before)s
-ORDER BY occurred_at DESC, id DESC
-LIMIT %(limit)s
-"""
-
-BETWEEN = f"""
-SELECT id, user_id, agent_id, workflow_id, messages, occurred_at, created_at, consolidated,
-       summary
-FROM agent_memory.episodes
-WHERE {SCOPE_MATCH}
-  AND occurred_at >= coalesce(%(since)s, '-infinity'::timestamptz)
-  AND occurred_at < coalesce(%(until)s, 'infinity'::timestamptz)
-ORDER BY occurred_at, id
-LIMIT %(limit)s
-"""
-
 
 def refresh_params(
     scope: Scope, ids: list[int], at: datetime, growth: float = 1.0
@@ -452,30 +363,3 @@ def refresh_steps(scope: Scope, ids: list[int], at: datetime, growth: float = 1.
 
 
 refresh, refresh_sync = dual(refresh_steps)
-
-
-def _history(rows: list[Any]) -> list[HistoryEntry]:
-    return [HistoryEntry(occurred_at=r[0], summary=r[1]) for r in rows]
-
-
-def history_steps(scope: Scope, limit: int, before: datetime) -> Steps[list[HistoryEntry]]:
-    """The scope's ``limit`` most recent summarised episodes before ``before``, newest first."""
-    rows = yield Run(HISTORY, {**scope.as_dict(), "limit": limit, "before": before})
-    return _history(rows)
-
-
-history, history_sync = dual(history_steps)
-
-
-async def between(
-    conn: psycopg.AsyncConnection[Any],
-    scope: Scope,
-    since: datetime | None,
-    until: datetime | None,
-    limit: int,
-) -> list[Episode]:
-    """The scope's episodes that happened in [since, until), oldest first."""
-    async with conn.cursor(row_factory=dict_row) as cur:
-        params = {**scope.as_dict(), "since": since, "until": until, "limit": limit}
-        await cur.execute(BETWEEN, params)
-        return [Episode.model_validate(row) for row in await cur.fetchall()]

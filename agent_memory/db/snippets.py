@@ -15,12 +15,11 @@ from typing import Any
 from agent_memory.db.dual import Steps, dual
 from agent_memory.db.embeddings import AnnIndex, vector_text
 from agent_memory.db.fragments import SCOPE_MATCH
+from agent_memory.db.fusion import DEFAULT_FUSION, Fusion
 from agent_memory.db.recall import (
     _QUERY,
-    DEFAULT_FUSION,
     FUSED,
     NO_VECTOR_HITS,
-    Fusion,
     fetch_ranking_steps,
     text_hits,
     vector_hits,

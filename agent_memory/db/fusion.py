@@ -1,0 +1,80 @@
+"""The parameters of a ranking statement: the question, the day and limits, the priors'
+weights, and how the full-text and the meaning rankings are fused (:mod:`agent_memory.db.recall`
+says what each means)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date
+from typing import Any
+
+from agent_memory.decay import day_index, importance_floor
+from agent_memory.models import Scope
+from agent_memory.settings import MemorySettings
+
+
+@dataclass(frozen=True)
+class Fusion:
+    """How the two relevance rankings are fused and how far the priors may re-order matches
+    (see the module), for facts and conversation snippets alike: ``weights`` those of the
+    full-text and the meaning rankings, ``method`` ``relative`` or ``rrf``."""
+
+    weights: tuple[float, float] = (1.0, 1.0)
+    method: str = "relative"
+    rrf_k: float = 60.0
+    prior_weight: float = 0.1
+    half_life_days: float = 7.0
+
+    @classmethod
+    def of(cls, m: MemorySettings) -> Fusion:
+        """The fusion the inject settings describe."""
+        return cls(
+            weights=(m.inject_weight_text, m.inject_weight_vector),
+            method=m.inject_fusion,
+            rrf_k=m.inject_rrf_k,
+            prior_weight=m.inject_prior_weight,
+            half_life_days=m.inject_recency_half_life_days,
+        )
+
+    def params(self) -> dict[str, Any]:
+        return {
+            "w_text": self.weights[0],
+            "w_vector": self.weights[1],
+            "fusion": self.method,
+            "rrf_k": self.rrf_k,
+            "prior_weight": self.prior_weight,
+            "half_life": self.half_life_days,
+        }
+
+
+# the defaults of the settings
+DEFAULT_FUSION = Fusion()
+
+
+def ranked_params(
+    scope: Scope,
+    text: str | None,
+    *,
+    on: date,
+    min_importance: float,
+    limit: int,
+    candidates: int,
+    priors: tuple[float, float] = (1.0, 1.0),
+    fusion: Fusion = DEFAULT_FUSION,
+) -> dict[str, Any]:
+    """The parameters of one ranking: ``priors`` the weights of importance and recency in the
+    prior, ``fusion`` how relevance is made (see the module).
+    """
+    return {
+        **scope.as_dict(),
+        "text": text,
+        "vector": None,
+        "model": None,
+        "day": day_index(on),
+        "min_importance": importance_floor(min_importance),
+        "limit": limit,
+        "candidates": candidates,
+        "w_importance": priors[0],
+        "w_recency": priors[1],
+        **fusion.params(),
+    }
