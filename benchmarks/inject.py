@@ -46,7 +46,7 @@ import psycopg
 from agent_memory.db import embeddings as embedding_repo
 from agent_memory.db import episodes as episode_repo
 from agent_memory.db import facts as fact_repo
-from agent_memory.db import recall
+from agent_memory.db import fusion, recall
 from agent_memory.db.fragments import SCOPE_MATCH
 from agent_memory.decay import today
 from agent_memory.models import Scope
@@ -101,14 +101,14 @@ _SETTINGS = MemorySettings()
 
 
 def relevance_params(scope: Scope, text: str | None, day: date) -> dict[str, Any]:
-    return recall.ranked_params(
+    return fusion.ranked_params(
         scope,
         text,
         on=day,
         min_importance=0.1,
         limit=20,
         candidates=_SETTINGS.inject_candidates,
-        fusion=recall.Fusion.of(_SETTINGS),
+        fusion=fusion.Fusion.of(_SETTINGS),
     )
 
 

@@ -17,7 +17,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from agent_memory.extraction.offline import facts_from_text
+from agent_memory.extraction.rules import facts_from_text
 from benchmarks._common import emit, parser
 
 DAY = date(2026, 5, 4)

@@ -15,6 +15,7 @@ from typing import Any
 import psycopg
 
 from agent_memory.db import facts as fact_repo
+from agent_memory.db import fusion
 from agent_memory.db import recall as recall_repo
 from agent_memory.decay import today
 from agent_memory.models import Fact, Scope
@@ -73,7 +74,7 @@ def evaluate(
     importance = [q["needs"] in top for q in questions]
     relevance = []
     for q in questions:
-        params = recall_repo.ranked_params(
+        params = fusion.ranked_params(
             scope,
             q["question"],
             on=day,

@@ -16,9 +16,9 @@ from agent_memory import MemoryManager, Scope
 from agent_memory.db import facts as fact_repo
 from agent_memory.db.migrations import ensure_decay_policy, load_migrations, migrate
 from agent_memory.decay import DecayPolicy, day_index, importance_on, today
-from agent_memory.extraction.offline import facts_from_text
 from agent_memory.extraction.parse import parse_operations
 from agent_memory.extraction.prompt import OPERATIONS_FORMAT
+from agent_memory.extraction.rules import facts_from_text
 from agent_memory.models import Fact, KnownFact
 from agent_memory.settings import MemorySettings, Settings
 from agent_memory_flows.decay import DecayParams, decay_flow

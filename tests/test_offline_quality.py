@@ -8,7 +8,8 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from agent_memory.extraction.offline import episode_summary, facts_from_text
+from agent_memory.extraction.rules import facts_from_text
+from agent_memory.extraction.summary import episode_summary
 from agent_memory.models import Episode
 from benchmarks.offline import measure
 

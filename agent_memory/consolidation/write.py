@@ -18,7 +18,7 @@ from agent_memory.db import failures as failure_repo
 from agent_memory.db import jobs as job_repo
 from agent_memory.decay import DEFAULT_REINFORCEMENT, Reinforcement
 from agent_memory.extraction.base import Extraction
-from agent_memory.extraction.offline import episode_summary
+from agent_memory.extraction.summary import episode_summary
 from agent_memory.models import Fact, Operation
 
 

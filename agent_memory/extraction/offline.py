@@ -14,232 +14,10 @@ from collections.abc import Sequence
 from datetime import UTC, date
 
 from agent_memory.extraction.base import Extraction, Usage
-from agent_memory.extraction.parse import MAX_FACT_CHARS
+from agent_memory.extraction.rules import GREETING, facts_from_text, third_person
+from agent_memory.extraction.summary import SENTENCE, episode_summary
 from agent_memory.messages import role_and_text
-from agent_memory.models import Episode, Fact, FactKind, KnownFact, Operation
-
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+|;\s*|,?\s+and\s+(?=(?:I|we|my|our)\b)", re.I)
-_GREETING = re.compile(
-    r"^(?:(?:hi|hello|hey|thanks|thank you|ok|okay)\b[\s!,.]*|(?:\w+ ){0,2}\w+:\s+)", re.I
-)
-
-# (pattern, template, importance, kind). Templates use the named groups; order matters. The
-# kind is what such a statement usually is; _kind_of corrects it by what the sentence says.
-_RULES: list[tuple[re.Pattern[str], str, float, FactKind]] = [
-    (re.compile(r"^(?:I'?m|I am) (?P<x>(?:an?|the) .+)$", re.I), "User is {x}", 0.9, "identity"),
-    (
-        re.compile(r"^(?:I|we) (?:prefer|like|love|enjoy) (?P<x>.+)$", re.I),
-        "User prefers {x}",
-        0.8,
-        "preference",
-    ),
-    (
-        re.compile(r"^(?:I|we) (?:hate|dislike|don'?t like|avoid) (?P<x>.+)$", re.I),
-        "User dislikes {x}",
-        0.75,
-        "preference",
-    ),
-    (
-        re.compile(r"^(?:I'?m|we'?re|I am|we are) (?:using|running|on) (?P<x>.+)$", re.I),
-        "User uses {x}",
-        0.75,
-        "situation",
-    ),
-    (
-        re.compile(r"^(?:I|we) (?:use|run|deploy on|work with) (?P<x>.+)$", re.I),
-        "User uses {x}",
-        0.75,
-        "situation",
-    ),
-    (
-        re.compile(
-            r"^(?:I|we) (?:work|am working|are working) (?P<x>(?:at|for|on|in|as) .+)$", re.I
-        ),
-        "User works {x}",
-        0.8,
-        "identity",
-    ),
-    (
-        re.compile(r"^(?:I'?m|I am|we'?re|we are) working (?P<x>(?:at|for|on|in) .+)$", re.I),
-        "User is working {x}",
-        0.8,
-        "situation",
-    ),
-    (
-        re.compile(r"^(?:I'?m|I am) (?P<x>(?:based|located|from|living) .+)$", re.I),
-        "User is {x}",
-        0.6,
-        "identity",
-    ),
-    (
-        re.compile(r"^(?:my|our) (?P<k>[\w\s-]{1,40}?) (?P<v>is|are) (?P<x>.+)$", re.I),
-        "User's {k} {v} {x}",
-        0.7,
-        "identity",
-    ),
-    (
-        re.compile(
-            r"^(?:my|our) (?P<x>.+ (?:keeps|kept|is|are) (?:failing|timing out|crashing|"
-            r"slow|broken|down).*)$",
-            re.I,
-        ),
-        "User reported that their {x}",
-        0.7,
-        "situation",
-    ),
-    (
-        re.compile(r"^(?:please )?(?:always )?(?P<x>(?:send|email|reply|contact|call) .+)$", re.I),
-        "User asked: {x}",
-        0.6,
-        "preference",
-    ),
-    (
-        re.compile(
-            r"^(?:I|we) (?:just |recently |finally )?(?:started|began|got|landed|took|accepted) "
-            r"(?:a |my |the )?new (?:role|job|position) (?P<x>(?:as|at) .+)$",
-            re.I,
-        ),
-        "User works {x}",
-        0.8,
-        "identity",
-    ),
-    (
-        re.compile(
-            r"^(?:I|we)(?: have|'ve)? (?:just |recently |finally )?(?:moved|relocated) to "
-            r"(?P<x>[^,]+?)(?:\s+(?:last|this) (?:week|month|year|weekend)|\s+\w+ ago|"
-            r"\s+yesterday)?(?:,.*)?$",
-            re.I,
-        ),
-        "User lives in {x}",
-        0.8,
-        "identity",
-    ),
-    (
-        re.compile(r"^(?:I|we) (?P<v>live|rent|own|share) (?P<x>.+)$", re.I),
-        "User {v}s {x}",
-        0.8,
-        "identity",
-    ),
-    (
-        re.compile(
-            r"^(?:I|we) (?:just )?(?P<v>went|visited|attended|saw|met|finished|adopted|bought|"
-            r"ran|won|graduated|celebrated) (?P<x>[^,]+)(?:,.*)?$",
-            re.I,
-        ),
-        "User {v} {x}",
-        0.6,
-        "event",
-    ),
-    (
-        re.compile(r"^(?:I|we) (?:need|want|plan|am planning|are planning) to (?P<x>.+)$", re.I),
-        "User wants to {x}",
-        0.6,
-        "plan",
-    ),
-]
-
-_PRONOUNS = [
-    (re.compile(r"\bI'm\b"), "they are"),
-    (re.compile(r"\bI am\b"), "they are"),
-    (re.compile(r"\bI\b"), "they"),
-    (re.compile(r"\bmy\b", re.I), "their"),
-    (re.compile(r"\bme\b", re.I), "them"),
-    (re.compile(r"\bmine\b", re.I), "theirs"),
-]
-
-
-# "you" in what the user says is the other party (the assistant, a friend in a chat): the rules
-# cannot rewrite it without knowing who that is, so such a statement is not kept as a fact
-# ("User prefers that you chose pottery for your art." says nothing true about the user).
-_SECOND_PERSON = re.compile(r"\b(?:you|your|yours|yourself|yourselves|ya|u)\b", re.I)
-
-
-# An object that points back into the conversation ("I like it", "we love that place") makes a
-# fact that cannot stand on its own; chat interjections at the end are not part of a fact.
-_DEICTIC = re.compile(r"^(?:it|this|that|these|those|them|there)\b", re.I)
-_INTERJECTION = re.compile(r"(?:[\s,]+(?:lol|haha+|hehe+|xd|lmao|:\)|:d))+$", re.I)
-
-
-# Words that date a statement: an appointment or intention ahead, or something that happened.
-_WEEKDAY = "(?:mon|tues|wednes|thurs|fri|satur|sun)day"
-_AHEAD = re.compile(
-    r"\b(?:tomorrow|tonight|next (?:week|month|year|weekend|\w+day)|this (?:weekend|evening|"
-    rf"afternoon|coming)|on {_WEEKDAY}|in (?:a|two|three|\d+) "
-    r"(?:days?|weeks?|months?)|appointment|going to|upcoming|planning|plan to)\b",
-    re.I,
-)
-_PAST = re.compile(
-    r"\b(?:yesterday|last (?:week|month|year|weekend|night|\w+day)|ago|just (?:got|came|went|"
-    r"finished|started|had)|earlier today|this morning|went|visited|attended|finished|had a)\b",
-    re.I,
-)
-# Preferences said as "I'm a fan of", "I'm into": not who the user is, what they like.
-_TASTE = re.compile(r"\b(?:fan of|into|keen on|fond of|crazy about|obsessed with)\b", re.I)
-
-
-def _kind_of(kind: FactKind, sentence: str) -> FactKind:
-    """The kind of a fact from a rule of ``kind``, corrected by the words of its sentence."""
-    if _AHEAD.search(sentence):
-        return "plan"
-    if _PAST.search(sentence):
-        return "event"
-    if kind == "identity" and _TASTE.search(sentence):
-        return "preference"
-    return kind
-
-
-def _third_person(text: str) -> str:
-    for pattern, replacement in _PRONOUNS:
-        text = pattern.sub(replacement, text)
-    return text
-
-
-# A time said relative to when it was said ("yesterday", "next week", "on Friday"): true only
-# with that day, so such a fact carries it ("(said on 2026-05-03)"), or is not kept without it.
-_RELATIVE_TIME = re.compile(
-    r"\b(?:yesterday|today|tonight|tomorrow|earlier today|"
-    r"(?:this|last|next) (?:morning|afternoon|evening|night|week|weekend|month|year|"
-    rf"{_WEEKDAY})|on {_WEEKDAY}|"
-    r"(?:\d+|an?|one|two|three|a few|several) (?:days?|weeks?|months?|years?) ago|"
-    r"in (?:\d+|an?|one|two|three|a few) (?:days?|weeks?|months?))\b",
-    re.I,
-)
-
-
-def facts_from_text(text: str, said_on: date | None = None) -> list[Fact]:
-    """The facts the rules find in one user message, said on ``said_on`` (a fact that dates
-    itself relative to that day says the day; without it, such a fact is not kept)."""
-    facts: list[Fact] = []
-    for raw in _SENTENCE.split(text):
-        sentence = _GREETING.sub("", raw.strip()).strip().rstrip(".!?").strip()
-        sentence = _INTERJECTION.sub("", sentence).rstrip(".!?").strip()
-        if len(sentence) < 6 or sentence.endswith("?"):
-            continue
-        for pattern, template, importance, kind in _RULES:
-            match = pattern.match(sentence)
-            if match and _SECOND_PERSON.search(sentence):
-                break  # about the other party as much as the user: not a fact about the user
-            if match and _DEICTIC.match(match.groupdict().get("x", "")):
-                break  # about something said before: not a fact on its own
-            if match:
-                parts = {k: _third_person(v.strip()) for k, v in match.groupdict().items()}
-                content = template.format(**parts).strip()
-                if _RELATIVE_TIME.search(content):
-                    if said_on is None:
-                        break  # "yesterday" of which day: not a fact on its own
-                    content += f" (said on {said_on.isoformat()})"
-                if len(content) > MAX_FACT_CHARS:  # a fact is a sentence, not a transcript
-                    content = content[: MAX_FACT_CHARS - 4].rstrip() + "..."
-                facts.append(
-                    Fact(
-                        content=content[0].upper() + content[1:] + ".",
-                        importance=importance,
-                        kind=_kind_of(kind, sentence),
-                    )
-                )
-                break
-    return facts
-
+from agent_memory.models import Episode, KnownFact, Operation
 
 _STOPPED = re.compile(
     r"^(?:I|we) (?:no longer|don'?t|do not|stopped|quit|gave up)\s+(?:use|using|run|running|"
@@ -296,14 +74,14 @@ def operations_from_text(
     fact already known is reinforced when it is written).
     """
     ops: list[Operation] = []
-    for raw in _SENTENCE.split(text):
-        sentence = _GREETING.sub("", raw.strip()).strip().rstrip(".!?").strip()
+    for raw in SENTENCE.split(text):
+        sentence = GREETING.sub("", raw.strip()).strip().rstrip(".!?").strip()
         sentence = re.sub(r"^(?:actually|now|so),?\s+", "", sentence, flags=re.I)
         if len(sentence) < 6 or sentence.endswith("?"):
             continue
         switched = _SWITCHED.match(sentence)
         if switched:
-            old, new = switched["old"].strip(), _third_person(switched["new"].strip())
+            old, new = switched["old"].strip(), third_person(switched["new"].strip())
             targets = _mentioning(known, old)
             for k in targets:
                 updated = re.sub(re.escape(old), new, k.content, flags=re.I)
@@ -325,7 +103,7 @@ def operations_from_text(
             continue
         switched_to = _SWITCHED_TO.match(sentence)
         if switched_to and _mentioning(known, switched_to["old"]):
-            new, old = _third_person(switched_to["new"].strip()), switched_to["old"].strip()
+            new, old = third_person(switched_to["new"].strip()), switched_to["old"].strip()
             content = f"User has switched to {new} instead of their old {old}."
             for k in _mentioning(known, old):
                 ops.append(
@@ -364,50 +142,6 @@ def operations_from_text(
                     )
                 )
     return ops
-
-
-SUMMARY_CHARS = 160
-
-# Words that make a sentence phatic ("Good to see you again!", "How have you been doing?"):
-# they open and close conversations and say nothing about what one was about.
-_PHATIC = frozenset(
-    (  # noqa: SIM905 - a word list reads best as words
-        "good great nice glad lovely morning evening afternoon night thanks thank hello there "
-        "doing well hope been long time again today soon talk chat catch later bye goodbye "
-        "cheers okay sure right yeah just what about have your with that this"
-    ).split()
-)
-_WORD = re.compile(r"[^\W\d_]{4,}")
-
-
-def _substance(sentence: str) -> int:
-    """How many words of a sentence say something: four letters or more, not phatic."""
-    return sum(1 for w in _WORD.findall(sentence.lower()) if w not in _PHATIC)
-
-
-def episode_summary(episode: Episode) -> str:
-    """A deterministic one-sentence summary: the first thing the user said that says what the
-    conversation was about (a greeting or a pleasantry never is), and how long it was."""
-    sentences = [
-        x.strip()
-        for message in episode.messages
-        if (said := role_and_text(message))[0] in ("user", "human")
-        for x in _SENTENCE.split(" ".join(said[1].split()))
-        if x.strip()
-    ]
-    if not sentences:
-        return f"A conversation of {len(episode.messages)} message(s) with no text from the user."
-    # the first statement of substance, else the first question of substance, else the first
-    first = next(
-        (x for x in sentences if _substance(x) >= 2 and not x.endswith("?")),
-        next((x for x in sentences if _substance(x) >= 2), sentences[0]),
-    )
-    if len(first) > SUMMARY_CHARS:
-        first = first[: SUMMARY_CHARS - 3].rstrip() + "..."
-    more = len(episode.messages) - 1
-    tail = f" ({more} more message{'s' if more != 1 else ''})" if more else ""
-    end = "" if first.endswith((".", "!", "?")) and not tail else "."
-    return f'User said "{first}"{tail}{end}'
 
 
 class OfflineExtractor:
