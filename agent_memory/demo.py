@@ -15,6 +15,7 @@ from datetime import timedelta
 from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
 from rich.console import Console
 
 from agent_memory.decay import today
@@ -120,7 +121,7 @@ async def run(console: Console, settings: Settings) -> int:
             agent_id="demo-agent",
             workflow_id=f"demo-{int(time.time() * 1000)}",
         )
-        thread = {"configurable": {"thread_id": scope.workflow_id}}
+        thread: RunnableConfig = {"configurable": {"thread_id": scope.workflow_id}}
         out1 = await app.ainvoke(_turn(scope, TURN_1), thread)
         injected1 = out1["working_memory"]["injected_facts"]
         demo.step(

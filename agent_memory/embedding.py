@@ -11,8 +11,12 @@ import asyncio
 import logging
 import math
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+
+from agent_memory.db.connection import Database
 from agent_memory.errors import EmbeddingError, EmbeddingRejectedError, TransientEmbeddingError
 from agent_memory.extraction.faults import transient_types
 from agent_memory.extraction.llm import _litellm
@@ -236,7 +240,11 @@ class Embedded(NamedTuple):
 
 
 async def embed_missing(
-    pool: Any, embedder: TextEmbedder, scope: Scope | None = None, *, limit: int | None = None
+    pool: AsyncConnectionPool,
+    embedder: TextEmbedder,
+    scope: Scope | None = None,
+    *,
+    limit: int | None = None,
 ) -> Embedded:
     """Embed the current facts (of ``scope``, or all) that have no embedding from the
     embedder's model, a batch at a time, each batch stored as it comes. A fact the model
@@ -245,7 +253,9 @@ async def embed_missing(
     from agent_memory.db import embeddings as repo
 
     async def store(
-        conn: Any, good: list[tuple[int, list[float]]], bad: list[tuple[int, str]]
+        conn: psycopg.AsyncConnection[Any],
+        good: list[tuple[int, list[float]]],
+        bad: list[tuple[int, str]],
     ) -> None:
         if good:
             await repo.store(conn, embedder.model, [i for i, _ in good], [v for _, v in good])
@@ -256,7 +266,11 @@ async def embed_missing(
 
 
 async def embed_snippets(
-    pool: Any, embedder: TextEmbedder, scope: Scope | None = None, *, limit: int | None = None
+    pool: AsyncConnectionPool,
+    embedder: TextEmbedder,
+    scope: Scope | None = None,
+    *,
+    limit: int | None = None,
 ) -> Embedded:
     """Embed the messages of past conversations (of ``scope``, or all) that have no embedding
     from the embedder's model, as :func:`embed_missing` does facts. A message the model refuses
@@ -264,7 +278,9 @@ async def embed_snippets(
     from agent_memory.db import embeddings as repo
 
     async def store(
-        conn: Any, good: list[tuple[int, list[float]]], bad: list[tuple[int, str]]
+        conn: psycopg.AsyncConnection[Any],
+        good: list[tuple[int, list[float]]],
+        bad: list[tuple[int, str]],
     ) -> None:
         vectors: list[list[float] | None] = [v for _, v in good]
         await repo.store_snippets(
@@ -277,7 +293,9 @@ async def embed_snippets(
     return await _embed_rows(pool, embedder, repo.missing_snippets, store, scope, limit)
 
 
-async def ensure_ann_indexes(pool: Any, embedder: TextEmbedder, scope: Scope) -> list[str]:
+async def ensure_ann_indexes(
+    pool: AsyncConnectionPool, embedder: TextEmbedder, scope: Scope
+) -> list[str]:
     """Give the scope an HNSW index of its own for its facts and for its messages, each once it
     holds ``AGENT_MEMORY_EMBEDDING_ANN_MIN_ROWS`` vectors (see
     :func:`agent_memory.db.embeddings.ensure_ann_index`); the names of those built now."""
@@ -294,8 +312,10 @@ async def ensure_ann_indexes(pool: Any, embedder: TextEmbedder, scope: Scope) ->
     if not due:
         return built
     # CREATE INDEX CONCURRENTLY needs a connection of its own, outside any transaction
+    # the pool's own conninfo and kwargs (this library's pools are made with plain values)
+    conninfo, kwargs = cast(str, pool.conninfo), cast(dict[str, Any], pool.kwargs or {})
     async with await psycopg.AsyncConnection.connect(
-        pool.conninfo, **{**pool.kwargs, "autocommit": True}
+        conninfo, **{**kwargs, "autocommit": True}
     ) as conn:
         for kind, (scope_key, dims) in due.items():
             built.append(await repo.build_ann_index(conn, kind, scope_key, dims, embedder.model))
@@ -303,7 +323,7 @@ async def ensure_ann_indexes(pool: Any, embedder: TextEmbedder, scope: Scope) ->
 
 
 async def _embed_rows(
-    pool: Any,
+    pool: AsyncConnectionPool,
     embedder: TextEmbedder,
     missing: Any,
     store: Any,
@@ -340,7 +360,7 @@ async def _embed_rows(
     return Embedded(stored, tuple(refusals))
 
 
-def vectors_ready(database: Any) -> str | None:
+def vectors_ready(database: Database) -> str | None:
     """Make sure pgvector and the embeddings table are there: None when ready, else why not."""
     from agent_memory.db import embeddings as repo
 

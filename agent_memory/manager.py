@@ -22,8 +22,9 @@ import logging
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
@@ -39,14 +40,15 @@ from agent_memory.errors import InvalidMessageError
 from agent_memory.graph.state import latest_messages, latest_user_text, scope_from
 from agent_memory.inject import Injector
 from agent_memory.messages import serialize_messages
-from agent_memory.models import (
-    Episode,
-    MemoryItem,
-    Scope,
-)
+from agent_memory.models import Episode, MemoryItem, Scope
 from agent_memory.query_embedding import QueryEmbedder
 from agent_memory.search import as_moment
 from agent_memory.settings import DatabaseSettings, Settings, use_settings
+
+if TYPE_CHECKING:  # imported when the methods are called
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    from langgraph.graph import StateGraph
 
 log = logging.getLogger(__name__)
 
@@ -124,13 +126,15 @@ class MemoryManager(Injector):
         manager._queries.warm()
         return manager
 
-    def graph(self, agent: Any, state_schema: Any = None) -> Any:
+    def graph(self, agent: Any, state_schema: Any = None) -> StateGraph[Any]:
         """A ``StateGraph`` wiring ``inject_memory -> agent -> record_memory`` (uncompiled)."""
         from agent_memory.graph.state import MemoryState, memory_graph
 
         return memory_graph(self.inject_node, agent, self.record_node, state_schema or MemoryState)
 
-    def checkpointer(self, schema: str = "agent_memory_checkpoints") -> Any:
+    def checkpointer(
+        self, schema: str = "agent_memory_checkpoints"
+    ) -> AbstractAsyncContextManager[AsyncPostgresSaver]:
         """The in-context tier on this database: an async context manager giving LangGraph's
         ``AsyncPostgresSaver``, its tables in ``schema``. Compile the graph with it::
 
@@ -141,7 +145,9 @@ class MemoryManager(Injector):
 
         return async_checkpointer(self.database.dsn, schema)
 
-    def checkpointer_sync(self, schema: str = "agent_memory_checkpoints") -> Any:
+    def checkpointer_sync(
+        self, schema: str = "agent_memory_checkpoints"
+    ) -> AbstractContextManager[PostgresSaver]:
         """:meth:`checkpointer` for sync graphs (a ``PostgresSaver``)."""
         from agent_memory.checkpoints import checkpointer
 

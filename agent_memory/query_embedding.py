@@ -7,8 +7,8 @@ import concurrent.futures
 import logging
 import threading
 import time
-from typing import Any
 
+from agent_memory.db.connection import Database
 from agent_memory.embedding import TextEmbedder, make_embedder, vectors_ready
 from agent_memory.errors import EmbeddingRejectedError
 from agent_memory.extraction.llm import _litellm
@@ -32,7 +32,7 @@ class QueryEmbedder:
     None and the load goes on in the background, so no inject waits for it.
     """
 
-    def __init__(self, settings: EmbeddingSettings, database: Any) -> None:
+    def __init__(self, settings: EmbeddingSettings, database: Database) -> None:
         self.settings = settings
         self.database = database
         self.embedder: TextEmbedder | None = None

@@ -16,6 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from agent_memory.private import TELEMETRY_OFF
 from agent_memory_deployments.schedules import CONSOLIDATION, SCHEDULES
 from agent_memory_deployments.server import PrefectServer, start_prefect_server
 from tests.prefect_api import api
@@ -105,7 +106,7 @@ def test_consolidate_and_a_deployment_run_from_a_project_with_its_own_tasks_and_
         PYTHONPATH=str(project),
         PREFECT_API_URL=server.api_url,
         PREFECT_HOME=str(tmp_path / "prefect-home"),
-        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        **TELEMETRY_OFF,
         PREFECT_WORKER_QUERY_SECONDS="1",
         DATABASE_URL=database_url,
     )

@@ -15,6 +15,7 @@ import psycopg
 import pytest
 
 from agent_memory.errors import PrefectServerError
+from agent_memory.private import TELEMETRY_OFF
 from agent_memory_deployments.schedules import SCHEDULES
 from agent_memory_deployments.server import free_port, prefect_database_url
 from tests.prefect_api import api, wait_for
@@ -32,7 +33,7 @@ def served(database_url: str, tmp_path: Path) -> Iterator[tuple[str, subprocess.
         DATABASE_URL=database_url,
         PREFECT_HOME=str(tmp_path / "prefect"),
         PREFECT_RUNNER_POLL_FREQUENCY="1",
-        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        **TELEMETRY_OFF,
     )
     proc = subprocess.Popen(
         [sys.executable, "-m", "agent_memory_deployments.cli", "serve", "--port", str(port)],

@@ -20,6 +20,7 @@ from psycopg.types.json import Jsonb
 
 from agent_memory import Scope
 from agent_memory.consolidation.groups import ScopeGroup
+from agent_memory.private import TELEMETRY_OFF
 from agent_memory_deployments.schedules import CONSOLIDATION, SCHEDULES
 from agent_memory_deployments.server import PrefectServer, start_prefect_server
 from tests.fake_llm import FakeLLM, Reply, facts_answer
@@ -44,7 +45,7 @@ def prefect_env(server: PrefectServer, database_url: str, tmp_path: Path) -> dic
     env.update(
         PREFECT_API_URL=server.api_url,
         PREFECT_HOME=str(tmp_path / "prefect"),
-        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        **TELEMETRY_OFF,
         PREFECT_WORKER_QUERY_SECONDS="1",
         DATABASE_URL=database_url,
     )

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from agent_memory.consolidation.load import ScopeBatch
@@ -131,7 +132,10 @@ def _by_source(
 
 
 async def _apply(
-    conn: Any, batch: ScopeBatch, extraction: Extraction, reinforce: Reinforcement
+    conn: psycopg.AsyncConnection[Any],
+    batch: ScopeBatch,
+    extraction: Extraction,
+    reinforce: Reinforcement,
 ) -> Applied:
     """Apply the operations: write facts, then supersede what updates replaced and deletes
     invalidated. The superseded facts stay, marked with when and by which fact and job.

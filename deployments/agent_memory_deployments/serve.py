@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from prefect import aserve
+from prefect.deployments.runner import RunnerDeployment
 
 from agent_memory_deployments.schedules import CONSOLIDATION, DECAY, RETRY, Schedule
 from agent_memory_flows.consolidation import consolidation_flow
@@ -12,8 +13,8 @@ from agent_memory_flows.decay import decay_flow
 from agent_memory_flows.retry import retry_flow
 
 
-async def _deployment(flow: Any, schedule: Schedule) -> Any:
-    return await flow.to_deployment(
+async def _deployment(flow: Any, schedule: Schedule) -> RunnerDeployment:
+    deployment: RunnerDeployment = await flow.to_deployment(
         name=schedule.name,
         cron=schedule.cron,
         parameters=schedule.parameters,
@@ -21,9 +22,10 @@ async def _deployment(flow: Any, schedule: Schedule) -> Any:
         description=schedule.description,
         tags=["agent-memory"],
     )
+    return deployment
 
 
-async def build_deployments() -> list[Any]:
+async def build_deployments() -> list[RunnerDeployment]:
     return [
         await _deployment(consolidation_flow, CONSOLIDATION),
         await _deployment(decay_flow, DECAY),

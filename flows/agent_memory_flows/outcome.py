@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 from prefect.states import Failed
+from pydantic import BaseModel
 
 from agent_memory.consolidation import RunSummary
 from agent_memory.errors import ScopesFailedError
@@ -23,7 +24,7 @@ def outcome(summary: RunSummary) -> Any:
     return Failed(message=message, data=ScopesFailedError(message, summary))
 
 
-async def run_for_summary(flow: Any, params: Any) -> RunSummary:
+async def run_for_summary(flow: Any, params: BaseModel) -> RunSummary:
     """Run ``flow(params)`` in this process and return its summary, whether or not some
     scopes failed; any other failure is raised."""
     state = await flow(params, return_state=True)

@@ -13,6 +13,7 @@ from functools import partial
 from typing import Any, TypeVar, cast
 
 from prefect import Task, allow_failure, get_run_logger, runtime
+from prefect.client.schemas.objects import State
 from prefect.utilities.annotations import quote
 from psycopg_pool import AsyncConnectionPool
 
@@ -53,7 +54,7 @@ async def _state(call: Any) -> Any:
     return await call
 
 
-def _link(state: Any) -> Any:
+def _link(state: State[Any]) -> State[Any]:
     """``state`` without its result, to name as a later step's ``wait_for``: the UI draws the
     edge from the task run it names, and Prefect does not walk the result (a whole batch; and
     it matches results by ``id()``, so a walked batch links unrelated scopes' steps)."""
@@ -74,7 +75,7 @@ def _opaque(value: T) -> T:
     return cast(T, quote(value))
 
 
-async def _end(state: Any) -> StepEnd:
+async def _end(state: State[Any]) -> StepEnd:
     """How a step's task run ended: None when it completed, else its error."""
     if state.is_completed():
         return None

@@ -15,6 +15,7 @@ from typing import Any, Literal, ParamSpec, TypeVar, cast
 import psycopg
 from prefect import Task
 from prefect.cache_policies import NO_CACHE
+from prefect.client.schemas.objects import State, TaskRun
 from prefect.tasks import exponential_backoff
 
 from agent_memory.errors import TransientEmbeddingError, TransientExtractionError
@@ -29,23 +30,23 @@ R = TypeVar("R")
 STEP: dict[str, Any] = {"cache_policy": NO_CACHE, "persist_result": False}
 
 
-async def _transient(exc_types: tuple[type[BaseException], ...], state: Any) -> bool:
+async def _transient(exc_types: tuple[type[BaseException], ...], state: State[Any]) -> bool:
     error = await state.aresult(raise_on_failure=False)
     return isinstance(error, exc_types)
 
 
-async def retry_llm(task: Any, task_run: Any, state: Any) -> bool:
+async def retry_llm(task: Task[..., Any], task_run: TaskRun, state: State[Any]) -> bool:
     """Retry rate limits, 5xx, timeouts and refused connections; not bad answers."""
     return await _transient((TransientExtractionError,), state)
 
 
-async def retry_embedding(task: Any, task_run: Any, state: Any) -> bool:
+async def retry_embedding(task: Task[..., Any], task_run: TaskRun, state: State[Any]) -> bool:
     """Retry rate limits, 5xx, timeouts and refused connections (the facts are written; only
     their vectors wait); not refusals, credentials or settings, which a retry cannot fix."""
     return await _transient((TransientEmbeddingError,), state)
 
 
-async def retry_db(task: Any, task_run: Any, state: Any) -> bool:
+async def retry_db(task: Task[..., Any], task_run: TaskRun, state: State[Any]) -> bool:
     """Retry when the database connection broke (a restart, a network blip); not SQL errors."""
     return await _transient((psycopg.OperationalError,), state)
 

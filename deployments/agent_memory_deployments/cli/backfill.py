@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
+from agent_memory.backfill import ImportReport
 from agent_memory.errors import AgentMemoryError
 from agent_memory_deployments.cli._app import (
     _end_run,
@@ -32,7 +33,7 @@ class DecayFromOption(StrEnum):
     conversation = "conversation"
 
 
-def _end_import(report: Any, where: str, line: str) -> None:
+def _end_import(report: ImportReport, where: str, line: str) -> None:
     """Name each skipped record, print the import's one-line summary; exit 1 if any skipped."""
     for bad in report.bad:
         errors.print(f"[yellow]skipped[/] {where}{bad}", highlight=False)
