@@ -54,6 +54,9 @@ from agent_memory.settings import (  # noqa: E402
 )
 from tests.fake_llm import FakeLLM  # noqa: E402
 
+# the embedding tests' shared fixtures (embedded, stored_facts)
+pytest_plugins = ["tests.embedded"]
+
 TEMPLATE = "agent_memory_template"
 
 

@@ -215,7 +215,7 @@ def test_backfill_bad_file_and_bad_window_are_named(cli_env: str, tmp_path: Path
 def test_backfill_checkpoints_from_a_langgraph_saver(
     cli_env: str, db: psycopg.Connection[Any]
 ) -> None:
-    from tests.test_backfill import chat, say
+    from tests.test_backfill_checkpoints import chat, say
 
     graph, conn = chat(cli_env)
     try:

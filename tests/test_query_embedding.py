@@ -18,12 +18,8 @@ from agent_memory.embedding import make_embedder, vectors_ready
 from agent_memory.errors import EmbeddingError, TransientEmbeddingError
 from agent_memory.settings import DatabaseSettings, Settings
 from benchmarks.retrieval import load_facts
+from tests.embedded import DANA, DATA, with_embeddings
 from tests.fake_llm import FakeLLM
-from tests.test_embeddings import (
-    DANA,
-    DATA,
-    with_embeddings,
-)
 
 
 @pytest.fixture
