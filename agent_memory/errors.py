@@ -111,3 +111,7 @@ class ScopesFailedError(AgentMemoryError, RuntimeError):
 
     def __reduce__(self) -> tuple[Any, ...]:  # picklable, for result storage
         return (type(self), (str(self), self.summary))
+
+
+class UnknownScopeError(AgentMemoryError, LookupError):
+    """A scope memory holds nothing about (named), asked to act on."""

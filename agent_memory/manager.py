@@ -39,6 +39,7 @@ from agent_memory.db.pool import setup_schema
 from agent_memory.errors import InvalidMessageError
 from agent_memory.graph.state import latest_messages, latest_user_text, scope_from
 from agent_memory.inject import Injector
+from agent_memory.management import Management
 from agent_memory.messages import serialize_messages
 from agent_memory.models import Episode, MemoryItem, Scope
 from agent_memory.query_embedding import QueryEmbedder
@@ -56,7 +57,7 @@ log = logging.getLogger(__name__)
 _CLOCK_SKEW = timedelta(minutes=5)
 
 
-class MemoryManager(Injector):
+class MemoryManager(Injector, Management):
     """Persistent memory for LangGraph agents, on PostgreSQL."""
 
     def __init__(self, settings: Settings, database: Database) -> None:

@@ -14,6 +14,7 @@ from agent_memory_deployments.cli import inspect  # noqa: F401
 from agent_memory_deployments.cli import jobs  # noqa: F401
 from agent_memory_deployments.cli import serving  # noqa: F401
 from agent_memory_deployments.cli import backfill  # noqa: F401
+from agent_memory_deployments.cli import manage  # noqa: F401
 
 # isort: on
 from agent_memory_deployments.cli._app import app, console

@@ -1,0 +1,67 @@
+"""Managing what memory holds about a person: erasure, in one transaction, with a record of it
+that keeps no content. :class:`~agent_memory.manager.MemoryManager` is built on it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg_pool import AsyncConnectionPool
+
+from agent_memory.backfill import scope_of_thread, thread_pattern
+from agent_memory.checkpoints import CHECKPOINT_SCHEMA
+from agent_memory.db import erasure as erasure_repo
+from agent_memory.errors import UnknownScopeError
+from agent_memory.models import Scope
+
+
+async def _threads(
+    conn: psycopg.AsyncConnection[Any], scope: Scope, schema: str, pattern: str | None
+) -> list[str]:
+    """The checkpoint threads of ``schema`` that map to ``scope``, as the checkpoint backfill
+    maps them (``pattern``; None: a thread id is a ``user_id``)."""
+    cur = await conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f"{schema}.checkpoints",))
+    row = await cur.fetchone()
+    if not (row and row[0]):
+        return []
+    compiled = thread_pattern(pattern)
+    query = sql.SQL("SELECT DISTINCT thread_id FROM {}.checkpoints").format(sql.Identifier(schema))
+    threads = []
+    for (thread,) in await (await conn.execute(query)).fetchall():
+        try:
+            if scope_of_thread(str(thread), compiled) == scope:
+                threads.append(str(thread))
+        except ValueError:  # a thread that does not fit the pattern belongs to no scope
+            continue
+    return threads
+
+
+class Management:
+    """Erasure over the manager's pool (the manager provides what is declared here)."""
+
+    async def _apool(self) -> AsyncConnectionPool:
+        raise NotImplementedError
+
+    async def erase(
+        self,
+        scope: Scope,
+        *,
+        thread_pattern: str | None = None,
+        checkpoint_schema: str = CHECKPOINT_SCHEMA,
+    ) -> dict[str, int]:
+        """Erase everything memory holds about ``scope``: its episodes, facts (superseded ones
+        too) with their sources, vectors, message index, cached model answers, job rows with
+        their errors, failure streak, summaries, decay runs, nearest-neighbour indexes, and the
+        checkpoint threads that map to it (as ``agent-memory backfill checkpoints`` maps them:
+        ``thread_pattern``, or a thread id as the ``user_id``). One transaction; what stays is
+        a record in ``agent_memory.erasures``: when, the SHA-256 of the scope's label, and how
+        many rows of each kind went (the counts returned). A scope memory holds nothing about
+        raises :class:`UnknownScopeError`, naming it, and writes nothing."""
+        pool = await self._apool()
+        async with pool.connection() as conn, conn.transaction():
+            threads = await _threads(conn, scope, checkpoint_schema, thread_pattern)
+            removed = await erasure_repo.erase(conn, scope, checkpoint_schema, threads)
+            if not any(removed.values()):
+                raise UnknownScopeError(f"memory holds nothing about {scope.label}: not erased")
+        return removed

@@ -1,0 +1,127 @@
+"""Erasure that leaves nothing: after a scope is erased, no text, JSONB or bytea column of any
+table in the database holds a marker its conversations carried (checkpoint threads, vectors'
+tables, the job rows and the cached answers included), the other scopes are untouched, and
+what stays is a record of the erasure without content."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import psycopg
+import pytest
+from langchain_core.messages import AIMessage
+from langgraph.graph import START, MessagesState, StateGraph
+from typer.testing import CliRunner
+
+from agent_memory import MemoryManager, Scope
+from agent_memory.errors import UnknownScopeError
+
+pytestmark = pytest.mark.usefixtures("prefect_harness")
+
+GONE, KEPT = Scope(user_id="erase-me"), Scope(user_id="keep-me")
+# words the English stemmer leaves as they are, so the full-text vectors hold them verbatim
+MARKER, OTHER = "zqxjkv", "wvbnmq"
+COLUMNS = """
+SELECT table_schema, table_name, column_name, data_type FROM information_schema.columns
+WHERE table_schema NOT IN ('pg_catalog', 'information_schema')
+  AND data_type IN ('text', 'character varying', 'json', 'jsonb', 'bytea', 'tsvector')
+"""
+
+
+def holding(db: psycopg.Connection[Any], marker: str) -> dict[str, int]:
+    """Every column of every table that holds ``marker``, with how many rows."""
+    found = {}
+    for schema, table, column, kind in db.execute(COLUMNS).fetchall():
+        if kind == "bytea":
+            test = f"position(convert_to(%s, 'UTF8') IN \"{column}\") > 0"
+        else:
+            test = f"\"{column}\"::text ILIKE '%%' || %s || '%%'"
+        query = f'SELECT count(*) FROM "{schema}"."{table}" WHERE {test}'  # noqa: S608 - names from the catalog
+        (count,) = db.execute(query, (marker,)).fetchone() or (0,)
+        if count:
+            found[f"{schema}.{table}.{column}"] = count
+    return found
+
+
+async def remember(manager: MemoryManager, scope: Scope, marker: str) -> None:
+    """Two conversations with the marker, consolidated (facts, vectors, jobs, cached answers),
+    and a checkpoint thread whose id is the scope's user."""
+    await manager.record(scope, [{"role": "user", "content": f"I love {marker} tea."}])
+    await manager.record(scope, [{"role": "user", "content": f"I use {marker} at work."}])
+
+    def reply(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [AIMessage(f"Noted: {state['messages'][-1].content}")]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("reply", reply)
+    builder.add_edge(START, "reply")
+    async with manager.checkpointer() as saver:
+        graph = builder.compile(checkpointer=saver)
+        config = {"configurable": {"thread_id": scope.user_id}}
+        await graph.ainvoke({"messages": [("user", f"My {marker} notes")]}, config)  # type: ignore[arg-type]
+
+
+async def test_an_erased_scope_leaves_nothing_and_the_others_stay(
+    manager: MemoryManager, db: psycopg.Connection[Any]
+) -> None:
+    await remember(manager, GONE, MARKER)
+    await remember(manager, KEPT, OTHER)
+    summary = await manager.consolidate()
+    assert summary["completed"] == 2
+    before = holding(db, MARKER)
+    # the marker was everywhere memory keeps things: episodes, facts, messages, jobs' cached
+    # answers and checkpoints (the test would prove nothing otherwise)
+    for where in (
+        "agent_memory.episodes.messages",
+        "agent_memory.memory_items.content",
+        "agent_memory.snippets.content",
+        "agent_memory.extraction_cache.facts",
+        "agent_memory_checkpoints.checkpoint_blobs.blob",
+    ):
+        assert any(k.startswith(where) for k in before), (where, before)
+    kept = holding(db, OTHER)
+
+    removed = await manager.erase(GONE)
+
+    assert holding(db, MARKER) == {}
+    assert holding(db, OTHER) == kept
+    assert removed["episodes"] == 2 and removed["memory_items"] >= 2 and removed["checkpoints"] >= 1
+    assert [f.content for f in await manager.facts(GONE)] == []
+    assert len(await manager.facts(KEPT)) >= 2
+    record = db.execute(
+        "SELECT scope_key_sha256, rows_removed FROM agent_memory.erasures"
+    ).fetchall()
+    assert record == [(hashlib.sha256(GONE.label.encode()).digest(), removed)]
+
+
+async def test_erasing_a_scope_memory_knows_nothing_of_is_refused_and_writes_nothing(
+    manager: MemoryManager, db: psycopg.Connection[Any]
+) -> None:
+    with pytest.raises(UnknownScopeError, match="user=nobody"):
+        await manager.erase(Scope(user_id="nobody"))
+    assert db.execute("SELECT count(*) FROM agent_memory.erasures").fetchone() == (0,)
+
+
+def test_the_erase_command_asks_first_and_names_an_unknown_scope(
+    database_url: str, db: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agent_memory_deployments import cli
+
+    monkeypatch.setenv("DATABASE_URL", database_url)
+    monkeypatch.setattr(cli.console, "width", 250)
+    db.execute(
+        "INSERT INTO agent_memory.episodes (user_id, messages, message_count)"
+        ' VALUES (\'cli-erase\', \'[{"role": "user", "content": "hi"}]\', 1)'
+    )
+    runner = CliRunner()
+    declined = runner.invoke(cli.app, ["erase", "--user", "cli-erase"], input="n\n")
+    assert declined.exit_code == 1 and "nothing erased" in declined.output
+    assert db.execute("SELECT count(*) FROM agent_memory.episodes").fetchone() == (1,)
+    done = runner.invoke(cli.app, ["erase", "--user", "cli-erase", "--yes"])
+    assert done.exit_code == 0 and "erased user=cli-erase:" in done.output
+    assert "1 episodes" in done.output
+    unknown = runner.invoke(cli.app, ["erase", "--user", "cli-erase", "--yes"])
+    assert unknown.exit_code == 2 and "user=cli-erase" in unknown.output
+    no_scope = runner.invoke(cli.app, ["erase", "--yes"])
+    assert no_scope.exit_code == 2
