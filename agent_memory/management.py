@@ -1,8 +1,10 @@
-"""Managing what memory holds about a person: erasure, in one transaction, with a record of it
-that keeps no content. :class:`~agent_memory.manager.MemoryManager` is built on it."""
+"""Managing what memory holds about a person: export (one JSON document) and erasure (one
+transaction, with a record of it that keeps no content).
+:class:`~agent_memory.manager.MemoryManager` is built on it."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -11,7 +13,10 @@ from psycopg_pool import AsyncConnectionPool
 
 from agent_memory.backfill import scope_of_thread, thread_pattern
 from agent_memory.checkpoints import CHECKPOINT_SCHEMA
+from agent_memory.db import episodes as episode_repo
 from agent_memory.db import erasure as erasure_repo
+from agent_memory.db import facts as fact_repo
+from agent_memory.decay import today
 from agent_memory.errors import UnknownScopeError
 from agent_memory.models import Scope
 
@@ -38,7 +43,8 @@ async def _threads(
 
 
 class Management:
-    """Erasure over the manager's pool (the manager provides what is declared here)."""
+    """Export and erasure over the manager's pool (the manager provides what is declared
+    here)."""
 
     async def _apool(self) -> AsyncConnectionPool:
         raise NotImplementedError
@@ -65,3 +71,30 @@ class Management:
             if not any(removed.values()):
                 raise UnknownScopeError(f"memory holds nothing about {scope.label}: not erased")
         return removed
+
+    async def export(self, scope: Scope) -> dict[str, Any]:
+        """Everything memory holds about ``scope`` as one JSON-ready document: its facts,
+        superseded ones too (their history: since when and until when each was true, what
+        replaced it), each with the ids of the episodes it came from (its provenance), and its
+        episodes with their messages and summaries, oldest first. A scope memory holds nothing
+        about raises :class:`UnknownScopeError`, naming it."""
+        pool = await self._apool()
+        async with pool.connection() as conn:
+            facts = await fact_repo.items(conn, scope, today(), _ALL, history=True)
+            episodes = await episode_repo.between(conn, scope, None, None, _ALL)
+            sources = await fact_repo.source_ids(conn, [f.id for f in facts])
+        if not facts and not episodes:
+            raise UnknownScopeError(f"memory holds nothing about {scope.label}: nothing to export")
+        return {
+            "scope": scope.as_dict(),
+            "exported_at": datetime.now(UTC).isoformat(),
+            "facts": [
+                {**f.model_dump(mode="json"), "source_episodes": sources.get(f.id, [])}
+                for f in facts
+            ],
+            "episodes": [e.model_dump(mode="json") for e in episodes],
+        }
+
+
+# an export holds every row of the scope: no limit a person could exceed
+_ALL = 2**62

@@ -125,3 +125,41 @@ def test_the_erase_command_asks_first_and_names_an_unknown_scope(
     assert unknown.exit_code == 2 and "user=cli-erase" in unknown.output
     no_scope = runner.invoke(cli.app, ["erase", "--yes"])
     assert no_scope.exit_code == 2
+
+
+async def test_an_export_holds_the_facts_with_history_and_provenance_and_the_episodes(
+    manager: MemoryManager,
+) -> None:
+    await remember(manager, GONE, MARKER)
+    await manager.consolidate()
+    document = await manager.export(GONE)
+    assert document["scope"] == GONE.as_dict()
+    assert [len(e["messages"]) for e in document["episodes"]] == [1, 1]
+    assert all(e["summary"] for e in document["episodes"])
+    episode_ids = {e["id"] for e in document["episodes"]}
+    assert document["facts"] and all(
+        f["source_episodes"] and set(f["source_episodes"]) <= episode_ids for f in document["facts"]
+    )
+    assert all(MARKER in f["content"] for f in document["facts"])
+    with pytest.raises(UnknownScopeError, match="user=nobody"):
+        await manager.export(Scope(user_id="nobody"))
+
+
+def test_the_export_command_prints_one_json_document(
+    database_url: str, db: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from agent_memory_deployments import cli
+
+    monkeypatch.setenv("DATABASE_URL", database_url)
+    db.execute(
+        "INSERT INTO agent_memory.episodes (user_id, messages, message_count)"
+        ' VALUES (\'cli-export\', \'[{"role": "user", "content": "hi"}]\', 1)'
+    )
+    done = CliRunner().invoke(cli.app, ["export", "--user", "cli-export"])
+    assert done.exit_code == 0, done.output
+    document = json.loads(done.output)
+    assert document["scope"]["user_id"] == "cli-export" and len(document["episodes"]) == 1
+    unknown = CliRunner().invoke(cli.app, ["export", "--user", "nobody"])
+    assert unknown.exit_code == 2 and "user=nobody" in unknown.output

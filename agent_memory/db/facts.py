@@ -345,3 +345,17 @@ def _dedupe(facts: Sequence[Fact]) -> list[Fact]:
         if key not in best or fact.importance > best[key].importance:
             best[key] = fact
     return list(best.values())
+
+
+SOURCE_IDS = """
+SELECT fact_id, array_agg(episode_id ORDER BY episode_id) FROM agent_memory.fact_sources
+WHERE fact_id = ANY(%s) GROUP BY fact_id
+"""
+
+
+async def source_ids(
+    conn: psycopg.AsyncConnection[Any], fact_ids: list[int]
+) -> dict[int, list[int]]:
+    """Each fact's source episodes, by id."""
+    cur = await conn.execute(SOURCE_IDS, (fact_ids,))
+    return {int(r[0]): [int(e) for e in r[1]] for r in await cur.fetchall()}

@@ -1,9 +1,11 @@
-"""Managing what memory holds about a person: erase."""
+"""Managing what memory holds about a person: export, erase."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated
+import json
+import sys
+from typing import Annotated, Any
 
 import typer
 
@@ -20,6 +22,30 @@ from agent_memory_deployments.cli._app import (
     app,
     console,
 )
+
+
+async def _export(settings: Settings, scope: Scope) -> dict[str, Any]:
+    from agent_memory.manager import MemoryManager
+
+    manager = await MemoryManager.create(settings=settings)
+    try:
+        return await manager.export(scope)
+    finally:
+        await manager.close()
+
+
+@app.command()
+def export(user: UserOpt = None, agent: AgentOpt = None, workflow: WorkflowOpt = None) -> None:
+    """Print everything memory holds about one scope as one JSON document (facts with their
+    history and provenance, episodes with their summaries): export --user U > file.json"""
+    try:
+        scope = _scope(user, agent, workflow)
+        if scope is None:
+            raise typer.BadParameter("name the scope to export: --user, --agent or --workflow")
+        document = asyncio.run(_export(_settings(), scope))
+    except AgentMemoryError as exc:
+        raise _fail(exc) from None
+    sys.stdout.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
 
 
 async def _erase(settings: Settings, scope: Scope, pattern: str | None) -> dict[str, int]:
