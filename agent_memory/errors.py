@@ -115,3 +115,11 @@ class ScopesFailedError(AgentMemoryError, RuntimeError):
 
 class UnknownScopeError(AgentMemoryError, LookupError):
     """A scope memory holds nothing about (named), asked to act on."""
+
+
+class UnknownFactError(AgentMemoryError, LookupError):
+    """A fact id that is not a current fact of memory (named)."""
+
+
+class InvalidFactError(AgentMemoryError, ValueError):
+    """A fact's content, importance or kind that cannot be stored (the bad value named)."""

@@ -1,5 +1,6 @@
-"""Managing what memory holds about a person: export (one JSON document) and erasure (one
-transaction, with a record of it that keeps no content).
+"""Managing what memory holds about a person: facts added, corrected and forgotten by hand
+(history kept), export (one JSON document) and erasure (one transaction, with a record of it
+that keeps no content).
 :class:`~agent_memory.manager.MemoryManager` is built on it."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
+from pydantic import ValidationError
 
 from agent_memory.backfill import scope_of_thread, thread_pattern
 from agent_memory.checkpoints import CHECKPOINT_SCHEMA
@@ -17,8 +19,8 @@ from agent_memory.db import episodes as episode_repo
 from agent_memory.db import erasure as erasure_repo
 from agent_memory.db import facts as fact_repo
 from agent_memory.decay import today
-from agent_memory.errors import UnknownScopeError
-from agent_memory.models import Scope
+from agent_memory.errors import InvalidFactError, UnknownFactError, UnknownScopeError
+from agent_memory.models import Fact, FactKind, MemoryItem, Scope
 
 
 async def _threads(
@@ -72,6 +74,51 @@ class Management:
                 raise UnknownScopeError(f"memory holds nothing about {scope.label}: not erased")
         return removed
 
+    async def add_fact(
+        self, scope: Scope, content: str, *, importance: float = 0.5, kind: FactKind = "general"
+    ) -> MemoryItem:
+        """Write a fact for ``scope`` now, as said directly (no source episode): a fact it
+        already holds, reworded or not, is reinforced instead of copied. The stored fact."""
+        fact = _fact(content, importance, kind)
+        pool = await self._apool()
+        async with pool.connection() as conn, conn.transaction():
+            written = await fact_repo.upsert(conn, scope, [fact], datetime.now(UTC), None)
+            stored = await fact_repo.get(conn, next(iter(written.ids.values())), today())
+        assert stored is not None
+        return stored
+
+    async def update_fact(
+        self, fact_id: int, content: str, *, importance: float | None = None
+    ) -> MemoryItem:
+        """Correct a current fact: the new wording becomes a fact of the same scope and kind,
+        and the old one is kept, superseded by it (its history). The new fact."""
+        pool = await self._apool()
+        async with pool.connection() as conn, conn.transaction():
+            old = await _current(conn, fact_id)
+            scope = Scope(old.user_id, old.agent_id, old.workflow_id)
+            fact = _fact(content, old.importance if importance is None else importance, old.kind)
+            now = datetime.now(UTC)
+            new_id = next(
+                iter((await fact_repo.upsert(conn, scope, [fact], now, None)).ids.values())
+            )
+            if new_id != fact_id:
+                await fact_repo.supersede(conn, scope, fact_id, new_id, None, now)
+            stored = await fact_repo.get(conn, new_id, today())
+        assert stored is not None
+        return stored
+
+    async def forget_fact(self, fact_id: int) -> MemoryItem:
+        """Invalidate a current fact: inject never returns it again; it is kept, superseded,
+        as history (:meth:`erase` removes a scope's facts for good). The forgotten fact."""
+        pool = await self._apool()
+        async with pool.connection() as conn, conn.transaction():
+            old = await _current(conn, fact_id)
+            scope = Scope(old.user_id, old.agent_id, old.workflow_id)
+            await fact_repo.supersede(conn, scope, fact_id, None, None, datetime.now(UTC))
+            stored = await fact_repo.get(conn, fact_id, today())
+        assert stored is not None
+        return stored
+
     async def export(self, scope: Scope) -> dict[str, Any]:
         """Everything memory holds about ``scope`` as one JSON-ready document: its facts,
         superseded ones too (their history: since when and until when each was true, what
@@ -98,3 +145,21 @@ class Management:
 
 # an export holds every row of the scope: no limit a person could exceed
 _ALL = 2**62
+
+
+def _fact(content: str, importance: float, kind: str) -> Fact:
+    try:
+        return Fact(content=" ".join(content.split()), importance=importance, kind=kind)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        problem = exc.errors()[0]
+        field = problem["loc"][0] if problem["loc"] else "fact"
+        raise InvalidFactError(
+            f"fact {field} {problem.get('input')!r} cannot be stored: {problem['msg']}"
+        ) from None
+
+
+async def _current(conn: psycopg.AsyncConnection[Any], fact_id: int) -> MemoryItem:
+    fact = await fact_repo.get(conn, fact_id, today())
+    if fact is None or fact.superseded_at is not None:
+        raise UnknownFactError(f"no current fact with id {fact_id}")
+    return fact

@@ -1,4 +1,5 @@
-"""Managing what memory holds about a person: export, erase."""
+"""Managing what memory holds about a person: facts list, search, add, edit and forget;
+export; erase."""
 
 from __future__ import annotations
 
@@ -19,9 +20,11 @@ from agent_memory_deployments.cli._app import (
     _fail,
     _scope,
     _settings,
+    _table,
     app,
     console,
 )
+from agent_memory_deployments.cli.inspect import facts_app
 
 
 async def _export(settings: Settings, scope: Scope) -> dict[str, Any]:
@@ -83,3 +86,103 @@ def erase(
         raise _fail(exc) from None
     rows = ", ".join(f"{n} {name}" for name, n in removed.items() if n)
     console.print(f"erased {scope.label}: {rows}", highlight=False)
+
+
+async def _with_manager(settings: Settings, call: Any) -> Any:
+    from agent_memory.manager import MemoryManager
+
+    manager = await MemoryManager.create(settings=settings)
+    try:
+        return await call(manager)
+    finally:
+        await manager.close()
+
+
+def _fact_rows(facts: list[Any]) -> list[dict[str, Any]]:
+    return [
+        {"id": f.id, "fact": f.content, "kind": f.kind, "importance": round(f.importance, 3)}
+        for f in facts
+    ]
+
+
+def _run(call: Any) -> Any:
+    try:
+        return asyncio.run(_with_manager(_settings(), call))
+    except AgentMemoryError as exc:
+        raise _fail(exc) from None
+
+
+def _named(user: str | None, agent: str | None, workflow: str | None) -> Scope:
+    scope = _scope(user, agent, workflow)
+    if scope is None:
+        raise typer.BadParameter("name the scope: --user, --agent or --workflow")
+    return scope
+
+
+@facts_app.command("list")
+def facts_list(
+    user: UserOpt = None,
+    agent: AgentOpt = None,
+    workflow: WorkflowOpt = None,
+    history: Annotated[bool, typer.Option(help="superseded facts too")] = False,
+) -> None:
+    """A scope's facts, most important first."""
+    scope = _named(user, agent, workflow)
+    facts = _run(lambda m: m.facts(scope, history=history))
+    console.print(_table(f"Facts of {scope.label}", _fact_rows(facts)))
+
+
+@facts_app.command("search")
+def facts_search(
+    query: Annotated[str, typer.Argument(help="what to look for")],
+    user: UserOpt = None,
+    agent: AgentOpt = None,
+    workflow: WorkflowOpt = None,
+) -> None:
+    """A scope's facts most relevant to QUERY, as inject ranks them."""
+    scope = _named(user, agent, workflow)
+    frame = _run(lambda m: m.inject(scope, query=query))
+    rows = [
+        {"id": i, "fact": c, "score": s}
+        for i, c, s in zip(
+            frame.fact_ids,
+            frame.injected_facts,
+            frame.scores or [None] * len(frame.fact_ids),
+            strict=True,
+        )
+    ]
+    console.print(_table(f"Facts of {scope.label} for {query!r}", rows))
+
+
+@facts_app.command("add")
+def facts_add(
+    content: Annotated[str, typer.Argument(help="the fact, e.g. 'User prefers email.'")],
+    user: UserOpt = None,
+    agent: AgentOpt = None,
+    workflow: WorkflowOpt = None,
+    importance: Annotated[float, typer.Option(min=0.0, max=1.0)] = 0.5,
+    kind: Annotated[
+        str, typer.Option(help="identity, preference, situation, event, plan or general")
+    ] = "general",
+) -> None:
+    """Add a fact to a scope by hand."""
+    scope = _named(user, agent, workflow)
+    fact = _run(lambda m: m.add_fact(scope, content, importance=importance, kind=kind))
+    console.print(f"fact {fact.id}: {fact.content}", highlight=False)
+
+
+@facts_app.command("edit")
+def facts_edit(
+    fact_id: Annotated[int, typer.Argument(help="the fact's id")],
+    content: Annotated[str, typer.Argument(help="its new wording")],
+) -> None:
+    """Correct a fact: the new wording supersedes it (the old one stays as history)."""
+    fact = _run(lambda m: m.update_fact(fact_id, content))
+    console.print(f"fact {fact.id} replaces fact {fact_id}: {fact.content}", highlight=False)
+
+
+@facts_app.command("forget")
+def facts_forget(fact_id: Annotated[int, typer.Argument(help="the fact's id")]) -> None:
+    """Forget a fact: inject never returns it again (it stays as history)."""
+    fact = _run(lambda m: m.forget_fact(fact_id))
+    console.print(f"fact {fact.id} forgotten: {fact.content}", highlight=False)
