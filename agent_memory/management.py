@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
+from langchain_core.tools import BaseTool
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 from pydantic import ValidationError
@@ -73,6 +74,13 @@ class Management:
             if not any(removed.values()):
                 raise UnknownScopeError(f"memory holds nothing about {scope.label}: not erased")
         return removed
+
+    def tools(self) -> list[BaseTool]:
+        """``remember``, ``recall`` and ``forget`` as LangChain tools for an agent; their scope
+        comes from the run's config (see :mod:`agent_memory.tools`)."""
+        from agent_memory.tools import memory_tools
+
+        return memory_tools(self)  # type: ignore[arg-type]
 
     async def add_fact(
         self, scope: Scope, content: str, *, importance: float = 0.5, kind: FactKind = "general"
