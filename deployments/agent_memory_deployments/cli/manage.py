@@ -1,5 +1,5 @@
 """Managing what memory holds about a person: facts list, search, add, edit and forget;
-export; erase."""
+export; erase; and the MCP server that lets any MCP client do the same for one scope."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from agent_memory_deployments.cli._app import (
     UserOpt,
     WorkflowOpt,
     _fail,
+    _private_defaults,
     _scope,
     _settings,
     _table,
@@ -186,3 +187,25 @@ def facts_forget(fact_id: Annotated[int, typer.Argument(help="the fact's id")]) 
     """Forget a fact: inject never returns it again (it stays as history)."""
     fact = _run(lambda m: m.forget_fact(fact_id))
     console.print(f"fact {fact.id} forgotten: {fact.content}", highlight=False)
+
+
+@app.command()
+def mcp(
+    user: UserOpt = None,
+    agent: AgentOpt = None,
+    workflow: WorkflowOpt = None,
+    port: Annotated[
+        int | None, typer.Option(min=1, max=65535, help="serve streamable HTTP on this port")
+    ] = None,
+    host: Annotated[str, typer.Option(help="the HTTP server's address")] = "127.0.0.1",
+) -> None:
+    """Serve one scope's memory to MCP clients: over stdio, or streamable HTTP with --port."""
+    _private_defaults()
+    try:
+        scope = _named(user, agent, workflow)
+        from agent_memory_deployments.mcp_server import build_server
+
+        server = build_server(_settings(), scope, host=host, port=port or 8000)
+    except AgentMemoryError as exc:
+        raise _fail(exc) from None
+    server.run(transport="streamable-http" if port else "stdio")
