@@ -28,12 +28,12 @@ from agent_memory_deployments.cli._app import (
 from agent_memory_deployments.cli.inspect import facts_app
 
 
-async def _export(settings: Settings, scope: Scope) -> dict[str, Any]:
+async def _with_manager(settings: Settings, call: Any) -> Any:
     from agent_memory.manager import MemoryManager
 
     manager = await MemoryManager.create(settings=settings)
     try:
-        return await manager.export(scope)
+        return await call(manager)
     finally:
         await manager.close()
 
@@ -46,20 +46,10 @@ def export(user: UserOpt = None, agent: AgentOpt = None, workflow: WorkflowOpt =
         scope = _scope(user, agent, workflow)
         if scope is None:
             raise typer.BadParameter("name the scope to export: --user, --agent or --workflow")
-        document = asyncio.run(_export(_settings(), scope))
+        document = asyncio.run(_with_manager(_settings(), lambda m: m.export(scope)))
     except AgentMemoryError as exc:
         raise _fail(exc) from None
     sys.stdout.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
-
-
-async def _erase(settings: Settings, scope: Scope, pattern: str | None) -> dict[str, int]:
-    from agent_memory.manager import MemoryManager
-
-    manager = await MemoryManager.create(settings=settings)
-    try:
-        return await manager.erase(scope, thread_pattern=pattern)
-    finally:
-        await manager.close()
 
 
 @app.command()
@@ -82,21 +72,13 @@ def erase(
         if not yes and not typer.confirm(f"Erase everything memory holds about {scope.label}?"):
             console.print("nothing erased")
             raise typer.Exit(1)
-        removed = asyncio.run(_erase(_settings(), scope, thread_pattern))
+        removed = asyncio.run(
+            _with_manager(_settings(), lambda m: m.erase(scope, thread_pattern=thread_pattern))
+        )
     except AgentMemoryError as exc:
         raise _fail(exc) from None
     rows = ", ".join(f"{n} {name}" for name, n in removed.items() if n)
     console.print(f"erased {scope.label}: {rows}", highlight=False)
-
-
-async def _with_manager(settings: Settings, call: Any) -> Any:
-    from agent_memory.manager import MemoryManager
-
-    manager = await MemoryManager.create(settings=settings)
-    try:
-        return await call(manager)
-    finally:
-        await manager.close()
 
 
 def _fact_rows(facts: list[Any]) -> list[dict[str, Any]]:
