@@ -123,3 +123,8 @@ class UnknownFactError(AgentMemoryError, LookupError):
 
 class InvalidFactError(AgentMemoryError, ValueError):
     """A fact's content, importance or kind that cannot be stored (the bad value named)."""
+
+
+class InvalidStoreRequestError(AgentMemoryError, ValueError):
+    """A store operation the store cannot carry out as asked: a filter on an unknown operator,
+    a value that is not a JSON object or is too large, a TTL (the bad value named)."""

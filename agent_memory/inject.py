@@ -21,11 +21,13 @@ from agent_memory.db import fusion
 from agent_memory.db import recall as recall_repo
 from agent_memory.db import snippets as snippet_repo
 from agent_memory.db.dual import Steps, run_async, run_sync
+from agent_memory.errors import InvalidMessageError
 from agent_memory.messages import clean_text
 from agent_memory.models import (
     FactKind,
     HistoryEntry,
     Scope,
+    ScoredFact,
     Snippet,
     WorkingMemoryFrame,
 )
@@ -217,6 +219,49 @@ class Injector(Searcher):
         )
         frame.context = frame.render()
         return frame
+
+    async def search(self, scope: Scope, query: str, *, limit: int = 10) -> list[ScoredFact]:
+        """``scope``'s current facts that match ``query``, best first, ranked as inject ranks
+        them (by full text and by meaning, see :mod:`agent_memory.db.recall`) but over every
+        current fact, however faded; facts that do not match are left out. Reading them does
+        not reinforce them.
+
+        Example::
+
+            for fact in await manager.search(scope, "coffee"):
+                print(f"{fact.score:.2f} {fact.content}")
+        """
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
+            raise InvalidMessageError(f"limit {limit!r} is not between 1 and 1000")
+        if not isinstance(query, str):
+            raise InvalidMessageError(f"query {query!r:.80} is not a string")
+        text = clean_text(query[:MAX_QUERY_CHARS])
+        if not text.strip():
+            return []
+        m = self.settings.memory
+        vector = None
+        if m.inject_ranking in ("hybrid", "vector") and self.settings.embedding.active_model:
+            vector = await self._queries.embed(text)
+        day = decay_math.today()
+        params = fusion.search_params(m, scope, text, limit, by_meaning=vector is not None, on=day)
+        if vector is not None:
+            params["model"] = self._queries.model
+        pool = await self._apool()
+        async with pool.connection() as conn:
+            try:
+                rows = await recall_repo.ranked(conn, params, vector)
+            except psycopg.Error as exc:  # e.g. pgvector dropped: full text alone
+                if vector is None:
+                    raise
+                log.warning("searching by meaning failed (%s); by full text alone", exc)
+                params = fusion.search_params(m, scope, text, limit, by_meaning=False, on=day)
+                rows = await recall_repo.ranked(conn, params)
+            found = []
+            for fact_id, _, _, score in rows:
+                fact = await fact_repo.get(conn, fact_id, day) if score > 0 else None
+                if fact is not None:
+                    found.append(ScoredFact(**fact.model_dump(), score=score))
+        return found
 
     async def inject(
         self, scope: Scope, *, query: str | None = None, on: date | None = None

@@ -6,7 +6,7 @@ that keeps no content).
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from langchain_core.tools import BaseTool
@@ -19,9 +19,13 @@ from agent_memory.checkpoints import CHECKPOINT_SCHEMA
 from agent_memory.db import episodes as episode_repo
 from agent_memory.db import erasure as erasure_repo
 from agent_memory.db import facts as fact_repo
+from agent_memory.db import store as store_repo
 from agent_memory.decay import today
 from agent_memory.errors import InvalidFactError, UnknownFactError, UnknownScopeError
 from agent_memory.models import Fact, FactKind, MemoryItem, Scope
+
+if TYPE_CHECKING:
+    from agent_memory.store import AgentMemoryStore
 
 
 async def _threads(
@@ -60,7 +64,8 @@ class Management:
         checkpoint_schema: str = CHECKPOINT_SCHEMA,
     ) -> dict[str, int]:
         """Erase everything memory holds about ``scope``: its episodes, facts (superseded ones
-        too) with their sources, vectors, message index, cached model answers, job rows with
+        too) with their sources, vectors, message index, cached model answers, its Store items
+        (memories and documents), job rows with
         their errors, failure streak, summaries, decay runs, nearest-neighbour indexes, and the
         checkpoint threads that map to it (as ``agent-memory backfill checkpoints`` maps them:
         ``thread_pattern``, or a thread id as the ``user_id``). One transaction; what stays is
@@ -74,6 +79,28 @@ class Management:
             if not any(removed.values()):
                 raise UnknownScopeError(f"memory holds nothing about {scope.label}: not erased")
         return removed
+
+    def store(
+        self,
+        namespace: tuple[str, ...] | None = None,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        workflow_id: str | None = None,
+    ) -> AgentMemoryStore:
+        """This memory as a LangGraph Store (``graph.compile(store=manager.store())``):
+        ``namespace`` the memory namespaces' template (default: the setting
+        ``store_namespace``, ``("memories", "{user_id}")``), the other arguments the scope
+        parts it leaves out. See :mod:`agent_memory.store`."""
+        from agent_memory.store import AgentMemoryStore
+
+        return AgentMemoryStore(
+            self,  # type: ignore[arg-type]
+            namespace=namespace,
+            user_id=user_id,
+            agent_id=agent_id,
+            workflow_id=workflow_id,
+        )
 
     def tools(self) -> list[BaseTool]:
         """``remember``, ``recall`` and ``forget`` as LangChain tools for an agent; their scope
@@ -130,15 +157,18 @@ class Management:
     async def export(self, scope: Scope) -> dict[str, Any]:
         """Everything memory holds about ``scope`` as one JSON-ready document: its facts,
         superseded ones too (their history: since when and until when each was true, what
-        replaced it), each with the ids of the episodes it came from (its provenance), and its
-        episodes with their messages and summaries, oldest first. A scope memory holds nothing
+        replaced it), each with the ids of the episodes it came from (its provenance), its
+        episodes with their messages and summaries, oldest first, and the items of its own
+        that were put through the Store (``store_items``: namespace, key, value, the fact a
+        memory is). A scope memory holds nothing
         about raises :class:`UnknownScopeError`, naming it."""
         pool = await self._apool()
         async with pool.connection() as conn:
             facts = await fact_repo.items(conn, scope, today(), _ALL, history=True)
             episodes = await episode_repo.between(conn, scope, None, None, _ALL)
             sources = await fact_repo.source_ids(conn, [f.id for f in facts])
-        if not facts and not episodes:
+            stored = await store_repo.of_scope(conn, scope)
+        if not facts and not episodes and not stored:
             raise UnknownScopeError(f"memory holds nothing about {scope.label}: nothing to export")
         return {
             "scope": scope.as_dict(),
@@ -148,6 +178,7 @@ class Management:
                 for f in facts
             ],
             "episodes": [e.model_dump(mode="json") for e in episodes],
+            "store_items": stored,
         }
 
 

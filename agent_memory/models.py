@@ -192,6 +192,13 @@ class MemoryItem(BaseModel):
     valid_to: datetime | None = None
 
 
+class ScoredFact(MemoryItem):
+    """A fact a search found, with how well it matched (higher is better; the scale is the
+    ranking's, see :mod:`agent_memory.db.recall`)."""
+
+    score: float
+
+
 class Episode(BaseModel):
     """One recorded conversation."""
 

@@ -91,7 +91,7 @@ RECORD_BATCH = 100
 # How many of a scope's current facts match a question (any of its words), and of how many.
 MATCHES = f"""
 SELECT count(*) FILTER (WHERE m.search @@ query.q), count(*)
-FROM agent_memory.memory_items m, {recall._QUERY} AS query
+FROM agent_memory.memory_items m, {recall.QUERY} AS query
 WHERE {SCOPE_MATCH} AND m.superseded_at IS NULL
 """
 

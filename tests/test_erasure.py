@@ -60,6 +60,10 @@ async def remember(manager: MemoryManager, scope: Scope, marker: str) -> None:
         graph = builder.compile(checkpointer=saver)
         config = {"configurable": {"thread_id": scope.user_id}}
         await graph.ainvoke({"messages": [("user", f"My {marker} notes")]}, config)  # type: ignore[arg-type]
+    # and through the Store: a memory (a fact) and a document of the scope's own
+    store = manager.store()
+    await store.aput(("memories", str(scope.user_id)), "m1", {"content": f"Owns a {marker} bike"})
+    await store.aput(("memories", str(scope.user_id), "profile"), "p", {"note": f"{marker} fan"})
 
 
 async def test_an_erased_scope_leaves_nothing_and_the_others_stay(
@@ -77,6 +81,7 @@ async def test_an_erased_scope_leaves_nothing_and_the_others_stay(
         "agent_memory.memory_items.content",
         "agent_memory.snippets.content",
         "agent_memory.extraction_cache.facts",
+        "agent_memory.store_items.value",
         "agent_memory_checkpoints.checkpoint_blobs.blob",
     ):
         assert any(k.startswith(where) for k in before), (where, before)
@@ -137,10 +142,15 @@ async def test_an_export_holds_the_facts_with_history_and_provenance_and_the_epi
     assert [len(e["messages"]) for e in document["episodes"]] == [1, 1]
     assert all(e["summary"] for e in document["episodes"])
     episode_ids = {e["id"] for e in document["episodes"]}
-    assert document["facts"] and all(
-        f["source_episodes"] and set(f["source_episodes"]) <= episode_ids for f in document["facts"]
-    )
+    # the conversations' facts name their episodes; the one put through the Store, none
+    direct = [f for f in document["facts"] if not f["source_episodes"]]
+    assert [f["content"] for f in direct] == [f"Owns a {MARKER} bike"]
+    assert all(set(f["source_episodes"]) <= episode_ids for f in document["facts"])
     assert all(MARKER in f["content"] for f in document["facts"])
+    assert {(tuple(i["namespace"]), i["key"]) for i in document["store_items"]} == {
+        (("memories", "erase-me"), "m1"),
+        (("memories", "erase-me", "profile"), "p"),
+    }
     with pytest.raises(UnknownScopeError, match="user=nobody"):
         await manager.export(Scope(user_id="nobody"))
 

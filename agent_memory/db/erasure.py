@@ -2,11 +2,11 @@
 happened without the content (``agent_memory.erasures``).
 
 What goes, in an order the foreign keys allow: the failure streak, the vectors and refusals of
-its facts and messages, its facts (superseded ones too) with their sources, its episodes with
-their message index and summaries, its job rows (errors included), the cached model answers
-for its conversations' checksums (a conversation recorded in another scope too is answered
-again there), its decay runs, its own nearest-neighbour indexes, and the LangGraph checkpoint
-threads that map to it.
+its facts and messages, its facts (superseded ones too) with their sources, its Store items
+(memories and documents), its episodes with their message index and summaries, its job rows
+(errors included), the cached model answers for its conversations' checksums (a conversation
+recorded in another scope too is answered again there), its decay runs, its own
+nearest-neighbour indexes, and the LangGraph checkpoint threads that map to it.
 """
 
 from __future__ import annotations
@@ -38,6 +38,8 @@ STATEMENTS: list[tuple[str, str]] = [
         f"DELETE FROM agent_memory.fact_embedding_rejections WHERE fact_id IN ({FACTS})",
     ),
     ("fact_sources", f"DELETE FROM agent_memory.fact_sources WHERE fact_id IN ({FACTS})"),
+    # the Store's items of the scope: its memories (going with their facts too) and documents
+    ("store_items", f"DELETE FROM agent_memory.store_items WHERE scope_key = {KEY}"),
     ("memory_items", f"DELETE FROM agent_memory.memory_items WHERE scope_key = {KEY}"),
     ("snippets", f"DELETE FROM agent_memory.snippets WHERE scope_key = {KEY}"),
     ("episodes", f"DELETE FROM agent_memory.episodes WHERE scope_key = {KEY}"),

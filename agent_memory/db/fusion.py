@@ -78,3 +78,21 @@ def ranked_params(
         "w_recency": priors[1],
         **fusion.params(),
     }
+
+
+def search_params(
+    m: MemorySettings, scope: Scope, text: str, limit: int, *, by_meaning: bool, on: date
+) -> dict[str, Any]:
+    """The parameters of a search of ``scope``'s facts for ``text`` (every current fact is a
+    candidate, whatever its importance), ranked as the inject settings ``m`` rank: by meaning
+    alone when they say ``vector`` and ``by_meaning`` (the question has a vector)."""
+    return ranked_params(
+        scope,
+        None if by_meaning and m.inject_ranking == "vector" else text,
+        on=on,
+        min_importance=0.0,
+        limit=limit,
+        candidates=max(m.inject_candidates, limit),
+        priors=(m.inject_weight_importance, m.inject_weight_recency),
+        fusion=Fusion.of(m),
+    )

@@ -51,7 +51,7 @@ from agent_memory.settings import MAX_HALF_LIFE
 # message of stop words or punctuation only gives an empty query, which matches nothing.
 # MATERIALIZED: computed once, where a prepared statement's generic plan would otherwise
 # rebuild it from the parameter for every row it is matched against.
-_QUERY = """(SELECT regexp_replace(plainto_tsquery('english', %(text)s)::text,
+QUERY = """(SELECT regexp_replace(plainto_tsquery('english', %(text)s)::text,
                                   ' (&|<->|<[0-9]+>) ', ' | ', 'g')::tsquery AS q)"""
 
 _CURRENT = f"""{SCOPE_MATCH} AND m.superseded_at IS NULL
@@ -178,7 +178,7 @@ _VECTOR_HITS = vector_hits(
 )
 
 _RANK = f"""
-WITH query AS MATERIALIZED {_QUERY},
+WITH query AS MATERIALIZED {QUERY},
 {_TEXT_HITS},
 {{vector_hits}},
 top AS (

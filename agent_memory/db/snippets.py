@@ -17,9 +17,9 @@ from agent_memory.db.embeddings import AnnIndex, vector_text
 from agent_memory.db.fragments import SCOPE_MATCH
 from agent_memory.db.fusion import DEFAULT_FUSION, Fusion
 from agent_memory.db.recall import (
-    _QUERY,
     FUSED,
     NO_VECTOR_HITS,
+    QUERY,
     fetch_ranking_steps,
     text_hits,
     vector_hits,
@@ -32,7 +32,7 @@ _IN_RANGE = f"""m.{SCOPE_MATCH}
       AND m.occurred_at < coalesce(%(until)s, 'infinity'::timestamptz)"""
 
 _SEARCH = f"""
-WITH query AS MATERIALIZED {_QUERY},
+WITH query AS MATERIALIZED {QUERY},
 {text_hits("agent_memory.snippets", _IN_RANGE, "occurred_at")},
 {{vector_hits}},
 {FUSED}

@@ -152,6 +152,23 @@ class MemorySettings(BaseSettings):
         default=0, ge=0, le=100, description="recent episode summaries to inject (0: none)"
     )
 
+    store_namespace: tuple[str, ...] = Field(
+        default=("memories", "{user_id}"),
+        description="the LangGraph Store's memory namespaces: labels, with {user_id}, "
+        "{agent_id} or {workflow_id} where the scope's parts are (JSON list in the environment)",
+    )
+    store_importance: float = Field(
+        default=0.5,
+        gt=0.0,
+        le=1.0,
+        description="importance of a memory put through the Store whose value gives none",
+    )
+    store_max_value_bytes: int = Field(
+        default=256 * 1024,
+        ge=1024,
+        description="largest Store value accepted, in bytes of JSON",
+    )
+
     def half_lives(self) -> dict[FactKind, float]:
         """Each fact kind's half-life in days, ``general`` from :attr:`decay_factor`."""
         return {

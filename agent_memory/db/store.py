@@ -1,0 +1,412 @@
+"""The LangGraph Store's rows (``agent_memory.store_items``, sql/0015_store_items.sql) and the
+facts its memory namespaces show.
+
+What one read sees is :func:`items_cte`: the store's rows under a namespace (a memory item
+while its fact is current, a document always), and the current facts of the memory namespaces
+there that no row shows yet (facts consolidation wrote), each under a key made from its id
+(:func:`fact_key`). Writes of a memory item write its fact too (:mod:`agent_memory.db.facts`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from agent_memory.db.dual import Run, Steps
+from agent_memory.db.facts import SUPERSEDE, UPSERT, content_hash
+from agent_memory.db.fragments import SCOPE_MATCH, importance_on
+from agent_memory.db.recall import QUERY, text_hits
+from agent_memory.errors import InvalidStoreRequestError
+from agent_memory.models import SCOPE_FIELDS, Scope
+
+# A fact no store row shows yet is the item of this key: a UUID (LangMem's tools take memory
+# ids as UUIDs) whose last twelve hex digits are the fact's id.
+_FACT_KEY_HEAD = "fac70000-0000-4000-8000-"
+_FACT_KEY = re.compile(r"^fac70000-0000-4000-8000-([0-9a-f]{12})$")
+FACT_KEY_SQL = f"'{_FACT_KEY_HEAD}' || lpad(to_hex(m.id), 12, '0')"
+
+
+def fact_key(fact_id: int) -> str:
+    """The store key of fact ``fact_id``."""
+    return f"{_FACT_KEY_HEAD}{fact_id:012x}"
+
+
+def fact_of_key(key: str) -> int | None:
+    """The fact id a store key names (see :func:`fact_key`); None for any other key."""
+    match = _FACT_KEY.match(key)
+    return int(match.group(1), 16) if match else None
+
+
+# ---- filters ----------------------------------------------------------------------------
+
+_COMPARISONS = {"$eq": "=", "$ne": "!=", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
+
+
+def _json(value: Any, where: str) -> str:
+    try:
+        return json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidStoreRequestError(f"{where} {value!r:.80} is not JSON: {exc}") from None
+
+
+def filter_sql(filter: Mapping[str, Any] | None, alias: str, params: dict[str, Any]) -> str:
+    """The condition of a search ``filter`` on ``alias``'s value (its parameters are added to
+    ``params``): ``{"field": value}`` matches equal values, ``{"field": {"$op": value}}``
+    compares with one of ``$eq $ne $gt $gte $lt $lte``. As in LangGraph's PostgresStore a
+    field is a top-level key, and an item that lacks it matches no condition on it; unlike it,
+    an order comparison holds only between values of one JSON type (numbers compare as
+    numbers, not as text). An unknown operator is refused, naming it."""
+    if filter is None:
+        return "TRUE"
+    if not isinstance(filter, Mapping):
+        raise InvalidStoreRequestError(
+            f"search filter {filter!r:.80} is not a mapping of fields to values"
+        )
+    clauses: list[str] = []
+    for field, wanted in filter.items():
+        if not isinstance(field, str):
+            raise InvalidStoreRequestError(f"search filter field {field!r} is not a string")
+        conditions: list[tuple[str, Any]]
+        if isinstance(wanted, Mapping) and any(str(k).startswith("$") for k in wanted):
+            conditions = []
+            for op, operand in wanted.items():
+                if op not in _COMPARISONS:
+                    raise InvalidStoreRequestError(
+                        f"search filter on {field!r} uses the unknown operator {op!r};"
+                        f" known: {' '.join(_COMPARISONS)}"
+                    )
+                conditions.append((op, operand))
+        else:
+            conditions = [("$eq", wanted)]
+        for op, operand in conditions:
+            n = len(params)
+            params[f"fk{n}"] = field
+            params[f"fv{n}"] = _json(operand, f"search filter value of {field!r}")
+            lhs = f"({alias}.value -> %(fk{n})s)"
+            rhs = f"%(fv{n})s::jsonb"
+            clause = f"{lhs} {_COMPARISONS[op]} {rhs}"
+            if op not in ("$eq", "$ne"):
+                clause += f" AND jsonb_typeof({lhs}) = jsonb_typeof({rhs})"
+            clauses.append(f"({clause})")
+    return " AND ".join(clauses) or "TRUE"
+
+
+# ---- reads ------------------------------------------------------------------------------
+
+
+def _render(fields: list[str | None], params: dict[str, Any]) -> str:
+    """The memory namespace of fact ``m`` as an SQL array (the template's literals as
+    parameters ``t0``, ``t1``, ...)."""
+    labels = []
+    for i, name in enumerate(fields):
+        if name is None:
+            labels.append(f"%(t{i})s::text")
+        else:
+            labels.append(f"m.{name}")
+    return f"ARRAY[{', '.join(labels)}]::text[]"
+
+
+def _fact_scope(
+    fields: list[str | None],
+    fixed: Mapping[str, str | None],
+    bound: Mapping[str, str],
+    params: dict[str, Any],
+) -> str:
+    """The facts whose memory namespace the bound parts (and the fixed ones) allow."""
+    if all(name in bound or name in fixed for name in SCOPE_FIELDS):
+        parts = {**fixed, **bound}
+        params.update({name: parts[name] for name in SCOPE_FIELDS})
+        return f"m.{SCOPE_MATCH}"
+    clauses = []
+    for name in SCOPE_FIELDS:
+        if name in bound:
+            params[f"b_{name}"] = bound[name]
+            clauses.append(f"m.{name} = %(b_{name})s")
+        elif name in fixed:
+            params[f"b_{name}"] = fixed[name]
+            clauses.append(f"m.{name} IS NOT DISTINCT FROM %(b_{name})s::text")
+        elif name in fields:
+            clauses.append(f"m.{name} IS NOT NULL AND strpos(m.{name}, '.') = 0")
+    return " AND ".join(clauses)
+
+
+def items_cte(
+    labels: tuple[str, ...],
+    fields: list[str | None],
+    fixed: Mapping[str, str | None],
+    bound: Mapping[str, str] | None,
+    *,
+    exact: bool,
+    params: dict[str, Any],
+) -> str:
+    """The CTE ``items(ident, namespace, key, value, created_at, updated_at, fact_id)`` of
+    the namespace ``%(ns)s`` (``exact``) or every namespace under it (see the module).
+    ``bound``: the scope parts the namespace fixes of the memory namespaces under it, None
+    when none lie under it."""
+    for i, literal in enumerate(labels):
+        params[f"t{i}"] = literal
+    where = (
+        "s.namespace = %(ns)s::text[]"
+        if exact
+        else "s.namespace[1:cardinality(%(ns)s::text[])] = %(ns)s::text[]"
+    )
+    rows = f"""SELECT 's' || s.id AS ident, s.namespace, s.key, s.value, s.created_at,
+           s.updated_at, s.fact_id
+    FROM agent_memory.store_items s
+    LEFT JOIN agent_memory.memory_items f ON f.id = s.fact_id
+    WHERE {where} AND (s.fact_id IS NULL OR f.superseded_at IS NULL)"""
+    if bound is None:
+        return f"items AS ({rows})"
+    importance = importance_on("m.expires_day", "%(day)s", "m.half_life")
+    facts = f"""SELECT 'f' || m.id, {_render(fields, params)}, {FACT_KEY_SQL},
+           jsonb_build_object('content', m.content, 'kind', m.kind,
+                              'importance', round({importance}::numeric, 4)),
+           m.created_at, m.updated_at, m.id
+    FROM agent_memory.memory_items m
+    WHERE m.superseded_at IS NULL AND {_fact_scope(fields, fixed, bound, params)}
+      AND NOT EXISTS (SELECT 1 FROM agent_memory.store_items o WHERE o.fact_id = m.id)"""
+    return f"items AS ({rows}\n    UNION ALL\n    {facts})"
+
+
+Row = tuple[tuple[str, ...], str, dict[str, Any], Any, Any, float | None, str]
+_COLUMNS = "namespace, key, value, created_at, updated_at"
+
+
+def _rows(rows: list[Any], score: bool) -> list[Row]:
+    return [
+        (tuple(r[0]), str(r[1]), r[2], r[3], r[4], float(r[5]) if score else None, str(r[6]))
+        for r in rows
+    ]
+
+
+def get_steps(cte: str, params: dict[str, Any], keys: list[str]) -> Steps[list[Row]]:
+    """The items of ``keys`` in one namespace (``cte`` from :func:`items_cte`, exact)."""
+    rows = yield Run(
+        f"WITH {cte} SELECT {_COLUMNS}, NULL, ident FROM items WHERE key = ANY(%(keys)s)",
+        {**params, "keys": keys},
+    )
+    return _rows(rows, False)
+
+
+def latest_steps(
+    cte: str, params: dict[str, Any], condition: str, limit: int, offset: int, seen: list[str]
+) -> Steps[list[Row]]:
+    """The items that pass ``condition`` (a filter), the latest updated first, leaving out
+    those of ``seen`` (their idents)."""
+    rows = yield Run(
+        f"""WITH {cte}
+SELECT {_COLUMNS}, NULL, ident FROM items
+WHERE {condition} AND ident <> ALL(%(seen)s::text[])
+ORDER BY updated_at DESC, namespace, key
+LIMIT %(limit)s OFFSET %(offset)s""",
+        {**params, "limit": limit, "offset": offset, "seen": seen},
+    )
+    return _rows(rows, False)
+
+
+def of_facts_steps(
+    cte: str, params: dict[str, Any], condition: str, fact_ids: list[int]
+) -> Steps[list[tuple[Row, int]]]:
+    """The items of ``fact_ids`` that pass ``condition``, each with its fact's id."""
+    rows = yield Run(
+        f"""WITH {cte}
+SELECT {_COLUMNS}, NULL, ident, fact_id FROM items
+WHERE fact_id = ANY(%(ids)s) AND {condition}""",
+        {**params, "ids": fact_ids},
+    )
+    return [(row, int(r[7])) for row, r in zip(_rows(rows, False), rows, strict=True)]
+
+
+_DOCUMENT = "m.fact_id IS NULL AND m.namespace[1:cardinality(%(ns)s::text[])] = %(ns)s::text[]"
+
+
+def ranked_documents_steps(
+    params: dict[str, Any], condition: str, text: str, limit: int
+) -> Steps[list[Row]]:
+    """The documents under ``%(ns)s`` that pass ``condition`` (on alias ``m``) and match
+    ``text`` by full text, best first, scored as facts are (the share of the question's
+    weight they hold, see :func:`agent_memory.db.recall.text_hits`)."""
+    hits = text_hits("agent_memory.store_items", f"{_DOCUMENT} AND {condition}", "updated_at")
+    rows = yield Run(
+        f"""WITH query AS MATERIALIZED {QUERY},
+{hits}
+SELECT m.{_COLUMNS.replace(", ", ", m.")}, h.n, 's' || m.id
+FROM text_hits h JOIN agent_memory.store_items m ON m.id = h.id
+WHERE h.n > 0
+ORDER BY h.r""",
+        {**params, "text": text, "candidates": limit},
+    )
+    return _rows(rows, True)
+
+
+def namespaces_steps(
+    labels: tuple[str, ...],
+    fields: list[str | None],
+    fixed: Mapping[str, str | None],
+    conditions: list[tuple[str, tuple[str, ...]]],
+    max_depth: int | None,
+    limit: int,
+    offset: int,
+) -> Steps[list[tuple[str, ...]]]:
+    """The namespaces that hold items (see the module), cut to ``max_depth`` labels, that
+    match every condition: ``("prefix" | "suffix", labels)``, where ``"*"`` matches any one
+    label. In label order."""
+    params: dict[str, Any] = {"depth": max_depth, "limit": limit, "offset": offset}
+    for i, literal in enumerate(labels):
+        params[f"t{i}"] = literal
+    clauses = []
+    for c, (kind, path) in enumerate(conditions):
+        if not path:
+            continue
+        parts = [f"cardinality(namespace) >= {len(path)}"]
+        for i, label in enumerate(path):
+            if label == "*":
+                continue
+            params[f"c{c}_{i}"] = label
+            at = str(i + 1) if kind == "prefix" else f"cardinality(namespace) - {len(path) - 1 - i}"
+            parts.append(f"namespace[{at}] = %(c{c}_{i})s")
+        clauses.append(" AND ".join(parts))
+    facts_scope = _fact_scope(fields, fixed, {}, params)
+    rows = yield Run(
+        f"""WITH held AS (
+    SELECT s.namespace FROM agent_memory.store_items s
+    LEFT JOIN agent_memory.memory_items f ON f.id = s.fact_id
+    WHERE s.fact_id IS NULL OR f.superseded_at IS NULL
+    UNION
+    SELECT DISTINCT {_render(fields, params)} FROM agent_memory.memory_items m
+    WHERE m.superseded_at IS NULL AND {facts_scope}
+), cut AS (
+    SELECT DISTINCT namespace[1:least(cardinality(namespace),
+                                      coalesce(%(depth)s::int, cardinality(namespace)))] AS ns
+    FROM held AS h(namespace)
+    WHERE {" AND ".join(f"({c})" for c in clauses) or "TRUE"}
+)
+SELECT ns FROM cut ORDER BY ns LIMIT %(limit)s OFFSET %(offset)s""",
+        params,
+    )
+    return [tuple(r[0]) for r in rows]
+
+
+async def of_scope(conn: psycopg.AsyncConnection[Any], scope: Scope) -> list[dict[str, Any]]:
+    """The Store items of ``scope`` (for its export), oldest first, JSON-ready."""
+    cur = await conn.execute(
+        f"""SELECT namespace, key, value, fact_id, created_at, updated_at
+FROM agent_memory.store_items WHERE {SCOPE_MATCH} ORDER BY created_at, id""",
+        scope.as_dict(),
+    )
+    return [
+        {
+            "namespace": list(r[0]),
+            "key": r[1],
+            "value": r[2],
+            "fact_id": r[3],
+            "created_at": r[4].isoformat(),
+            "updated_at": r[5].isoformat(),
+        }
+        for r in await cur.fetchall()
+    ]
+
+
+# ---- writes -----------------------------------------------------------------------------
+
+_PUT_ROW = """
+INSERT INTO agent_memory.store_items AS s
+    (namespace, key, value, fact_id, user_id, agent_id, workflow_id)
+VALUES (%(ns)s, %(key)s, %(value)s, %(fact_id)s, %(user_id)s, %(agent_id)s, %(workflow_id)s)
+ON CONFLICT (namespace, key) DO UPDATE SET
+    value = EXCLUDED.value, fact_id = EXCLUDED.fact_id, user_id = EXCLUDED.user_id,
+    agent_id = EXCLUDED.agent_id, workflow_id = EXCLUDED.workflow_id, updated_at = now()
+"""
+
+# the fact a memory item shows now: its row's (while current), or the fact its key names
+_SHOWN = f"""
+SELECT f.id, f.content FROM agent_memory.store_items s
+JOIN agent_memory.memory_items f ON f.id = s.fact_id
+WHERE s.namespace = %(ns)s::text[] AND s.key = %(key)s AND f.superseded_at IS NULL
+UNION ALL
+SELECT m.id, m.content FROM agent_memory.memory_items m
+WHERE m.id = %(named)s AND m.{SCOPE_MATCH} AND m.superseded_at IS NULL
+  AND NOT EXISTS (SELECT 1 FROM agent_memory.store_items o WHERE o.fact_id = m.id)
+  AND NOT EXISTS (SELECT 1 FROM agent_memory.store_items o
+                  WHERE o.namespace = %(ns)s::text[] AND o.key = %(key)s)
+LIMIT 1
+"""
+
+# a fact no other item shows any more is no longer true (kept, superseded, as history)
+_RETIRE = (
+    SUPERSEDE
+    + "  AND NOT EXISTS (SELECT 1 FROM agent_memory.store_items o WHERE o.fact_id = %(id)s)"
+)
+
+
+def _shown_steps(ns: tuple[str, ...], key: str, scope: Scope) -> Steps[tuple[int, str] | None]:
+    row = yield Run(
+        _SHOWN, {**scope.as_dict(), "ns": list(ns), "key": key, "named": fact_of_key(key)}, "one"
+    )
+    return (int(row[0]), str(row[1])) if row else None
+
+
+def put_document_steps(
+    ns: tuple[str, ...], key: str, value: Mapping[str, Any], owner: Scope | None
+) -> Steps[None]:
+    """Write a document (a scope's, when ``owner``)."""
+    parts = owner.as_dict() if owner else dict.fromkeys(SCOPE_FIELDS)
+    yield Run(
+        _PUT_ROW,
+        {"ns": list(ns), "key": key, "value": Jsonb(dict(value)), "fact_id": None, **parts},
+        "none",
+    )
+
+
+def put_memory_steps(
+    ns: tuple[str, ...], key: str, value: Mapping[str, Any], scope: Scope, fact: dict[str, Any]
+) -> Steps[int]:
+    """Write a memory item and its fact (``fact``: the parameters of the facts' upsert); a
+    new wording replaces the fact the item showed, which is kept, superseded, unless another
+    item still shows it. The fact's id."""
+    shown = yield from _shown_steps(ns, key, scope)
+    if shown is not None and content_hash(shown[1]) == fact["content_hash"]:
+        fact_id = shown[0]  # the same fact, said the same way: its value alone changes
+    else:
+        row = yield Run(UPSERT, fact, "one")
+        fact_id = int(row[0])
+    yield Run(
+        _PUT_ROW,
+        {
+            "ns": list(ns),
+            "key": key,
+            "value": Jsonb(dict(value)),
+            "fact_id": fact_id,
+            **scope.as_dict(),
+        },
+        "none",
+    )
+    if shown is not None and shown[0] != fact_id:
+        yield Run(
+            _RETIRE,
+            {**scope.as_dict(), "id": shown[0], "by": fact_id, "job_id": None, "valid_to": None},
+            "none",
+        )
+    return fact_id
+
+
+def delete_steps(ns: tuple[str, ...], key: str, scope: Scope | None) -> Steps[None]:
+    """Delete an item; of a memory namespace (``scope``), its fact is invalidated too (kept,
+    superseded, as history) unless another item still shows it."""
+    shown = (yield from _shown_steps(ns, key, scope)) if scope is not None else None
+    yield Run(
+        "DELETE FROM agent_memory.store_items WHERE namespace = %(ns)s::text[] AND key = %(key)s",
+        {"ns": list(ns), "key": key},
+        "none",
+    )
+    if scope is not None and shown is not None:
+        yield Run(
+            _RETIRE,
+            {**scope.as_dict(), "id": shown[0], "by": None, "job_id": None, "valid_to": None},
+            "none",
+        )

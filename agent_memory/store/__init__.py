@@ -1,0 +1,456 @@
+"""``AgentMemoryStore``: LangGraph's long-term memory interface (``BaseStore``) over agent-memory.
+
+Agents get it as any store: ``graph.compile(store=store)``, ``create_agent(..., store=store)``,
+``get_store()`` in a node, LangMem's memory tools. Namespaces map to scopes by a template
+(:mod:`agent_memory.store.namespaces`, default ``("memories", "{user_id}")``):
+
+* an item put in a *memory namespace* is a fact of that scope, written at once (no source
+  episode: said directly), with the value's ``importance`` (a number in (0, 1]) and ``kind``
+  when it gives them. Inject sees it, decay fades it, consolidation reinforces or supersedes
+  it. Its text is the value's ``content`` (or ``text``, ``memory``, ``fact``) when that is a
+  string, else the value as JSON. Putting a new wording supersedes the old fact, deleting
+  invalidates it: both are kept as history. The facts consolidation wrote appear there too,
+  under keys made from their ids;
+* every other item is a JSON document, kept as put; one under a scope's memory namespace
+  (``("memories", "alice", "profile")``) belongs to that scope, and export and erasure
+  include it.
+
+``search`` with a ``query`` ranks a memory namespace's facts by the project's relevance ranking
+(the hybrid of full text and meaning inject uses, :mod:`agent_memory.db.recall`) and documents
+by full text, best first; the items that do not match follow, the latest updated first, as
+every search without a query orders them (as LangGraph's ``PostgresStore`` does). Filters take
+``$eq $ne $gt $gte $lt $lte``. TTLs are refused (``supports_ttl`` is False): memory fades by the
+decay policy instead. Each ``batch`` runs in one transaction: its reads, then its writes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    InvalidNamespaceError,
+    Item,
+    ListNamespacesOp,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+)
+from pydantic import ValidationError
+
+from agent_memory.db import fusion
+from agent_memory.db import recall as recall_repo
+from agent_memory.db import store as store_repo
+from agent_memory.db.dual import Steps, Transaction, run_async, run_sync
+from agent_memory.db.facts import upsert_params
+from agent_memory.decay import day_index, today
+from agent_memory.errors import InvalidStoreRequestError
+from agent_memory.messages import clean_text
+from agent_memory.models import FACT_KINDS, Fact, Scope
+from agent_memory.search import MAX_QUERY_CHARS
+from agent_memory.store.namespaces import DEFAULT_TEMPLATE, NamespaceTemplate, check_labels
+
+if TYPE_CHECKING:
+    from agent_memory.manager import MemoryManager
+    from agent_memory.settings import Settings
+
+__all__ = ["DEFAULT_TEMPLATE", "AgentMemoryStore", "NamespaceTemplate"]
+
+# the value fields a memory's text is taken from, in this order (LangMem writes "content")
+TEXT_FIELDS = ("content", "text", "memory", "fact")
+# a filtered ranking that keeps too few is asked again for this many times more facts
+_WIDEN = 4
+_MAX_RANKED = 100_000
+
+
+def memory_text(value: Mapping[str, Any]) -> str:
+    """The text of the fact a memory item's ``value`` is (see the module)."""
+    for name in TEXT_FIELDS:
+        text = value.get(name)
+        if isinstance(text, str) and text.strip():
+            return text
+    shown = value.get("content", value)
+    return json.dumps(shown, ensure_ascii=False, sort_keys=True, separators=(", ", ": "))
+
+
+class _Plan:
+    """A batch, checked whole before anything runs: its reads, its writes (the last of each
+    item's), and the question vectors of its searches."""
+
+    def __init__(self, count: int) -> None:
+        self.results: list[Result] = [None] * count
+        self.reads: list[tuple[int, GetOp | SearchOp | ListNamespacesOp]] = []
+        self.writes: dict[tuple[tuple[str, ...], str], tuple[PutOp, dict[str, Any] | None]] = {}
+        self.queries: dict[int, str] = {}  # search index -> its question's text
+        self.vectors: dict[int, list[float] | None] = {}
+
+
+class AgentMemoryStore(BaseStore):
+    """A LangGraph ``BaseStore`` (sync and async) over agent-memory's database (see the
+    module).
+
+    Example::
+
+        manager = MemoryManager.create_sync()
+        store = manager.store()            # namespaces ("memories", "{user_id}")
+        graph = builder.compile(store=store)
+        store.put(("memories", "alice"), "tea", {"content": "Alice drinks green tea"})
+        store.search(("memories", "alice"), query="what does alice drink?")
+    """
+
+    supports_ttl: bool = False
+
+    __slots__ = ("_owns_manager", "manager", "template")
+
+    def __init__(
+        self,
+        manager: MemoryManager,
+        *,
+        namespace: Sequence[str] | None = None,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        workflow_id: str | None = None,
+    ) -> None:
+        """A store over ``manager``'s database. ``namespace``: the memory namespaces'
+        template (default: the setting ``store_namespace``); ``user_id``, ``agent_id``,
+        ``workflow_id``: the scope parts the template leaves out (None: unset)."""
+        self.manager = manager
+        self.template = NamespaceTemplate(
+            namespace if namespace is not None else manager.settings.memory.store_namespace,
+            user_id=user_id,
+            agent_id=agent_id,
+            workflow_id=workflow_id,
+        )
+        self._owns_manager = False
+
+    # ---- construction ------------------------------------------------------------------
+
+    @classmethod
+    @contextmanager
+    def from_conn_string(
+        cls, conn_string: str | None = None, *, settings: Settings | None = None, **kwargs: Any
+    ) -> Iterator[AgentMemoryStore]:
+        """A store on its own manager for the database at ``conn_string`` (None: the
+        configured one, the embedded PostgreSQL by default), closed on exit."""
+        from agent_memory.manager import MemoryManager
+
+        manager = MemoryManager.create_sync(conn_string, settings=settings)
+        try:
+            store = cls(manager, **kwargs)
+            store._owns_manager = True
+            yield store
+        finally:
+            manager.close_sync()
+
+    @classmethod
+    @asynccontextmanager
+    async def afrom_conn_string(
+        cls, conn_string: str | None = None, *, settings: Settings | None = None, **kwargs: Any
+    ) -> AsyncIterator[AgentMemoryStore]:
+        """:meth:`from_conn_string` for async code."""
+        from agent_memory.manager import MemoryManager
+
+        manager = await MemoryManager.create(conn_string, settings=settings)
+        try:
+            store = cls(manager, **kwargs)
+            store._owns_manager = True
+            yield store
+        finally:
+            await manager.close()
+
+    def setup(self) -> None:
+        """Apply the schema's migrations (done already by ``MemoryManager.create``; kept for
+        code written for LangGraph's ``PostgresStore``)."""
+        from agent_memory.db.pool import setup_schema
+
+        setup_schema(self.manager.database, self.manager.settings.memory)
+
+    async def asetup(self) -> None:
+        """:meth:`setup` for async code."""
+        import asyncio
+
+        await asyncio.to_thread(self.setup)
+
+    # ---- BaseStore ---------------------------------------------------------------------
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run ``ops`` in one transaction: the reads first, then the writes."""
+        plan = self._plan(ops)
+        for index, text in plan.queries.items():
+            plan.vectors[index] = self.manager._queries.embed_sync(text)
+        with self.manager._spool().connection() as conn:
+            return run_sync(conn, self._steps(plan))
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """:meth:`batch` for async code."""
+        plan = self._plan(ops)
+        for index, text in plan.queries.items():
+            plan.vectors[index] = await self.manager._queries.embed(text)
+        pool = await self.manager._apool()
+        async with pool.connection() as conn:
+            return await run_async(conn, self._steps(plan))
+
+    # ---- checking a batch --------------------------------------------------------------
+
+    def _plan(self, ops: Iterable[Op]) -> _Plan:
+        ops = list(ops)
+        plan = _Plan(len(ops))
+        for index, op in enumerate(ops):
+            if isinstance(op, PutOp):
+                item = (self._namespace(op.namespace), self._key(op.key))
+                plan.writes[item] = (op, self._checked_put(op))
+            elif isinstance(op, GetOp):
+                self._namespace(op.namespace)
+                self._key(op.key)
+                plan.reads.append((index, op))
+            elif isinstance(op, SearchOp):
+                self._check_search(op)
+                plan.reads.append((index, op))
+                text = self._question(op.query)
+                if text and self._ranks_by_meaning(tuple(op.namespace_prefix)):
+                    plan.queries[index] = text
+            elif isinstance(op, ListNamespacesOp):
+                self._conditions(op)
+                plan.reads.append((index, op))
+            else:
+                raise InvalidStoreRequestError(f"unknown store operation {op!r:.120}")
+        return plan
+
+    @staticmethod
+    def _namespace(namespace: Any) -> tuple[str, ...]:
+        labels = check_labels(namespace)
+        if not labels:
+            raise InvalidNamespaceError("an item's namespace cannot be empty")
+        return labels
+
+    @staticmethod
+    def _key(key: Any) -> str:
+        if not isinstance(key, str) or not key:
+            raise InvalidStoreRequestError(f"item key {key!r:.80} is not a non-empty string")
+        return key
+
+    def _checked_put(self, op: PutOp) -> dict[str, Any] | None:
+        """Refuse a put that cannot be kept (naming it); a memory item's fact parameters."""
+        where = f"item {op.key!r} of {tuple(op.namespace)!r}"
+        if getattr(op, "ttl", None) is not None:
+            raise NotImplementedError(
+                f"{where}: TTL {op.ttl!r} is not supported by AgentMemoryStore (memory fades"
+                " by the decay policy); put it with ttl=None"
+            )
+        if op.value is None:
+            return None
+        if not isinstance(op.value, Mapping):
+            raise InvalidStoreRequestError(
+                f"{where}: value {op.value!r:.80} is a {type(op.value).__name__}, not a mapping"
+            )
+        try:
+            encoded = json.dumps(dict(op.value), ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise InvalidStoreRequestError(f"{where}: value is not JSON ({exc})") from None
+        size = len(encoded.encode("utf-8"))
+        limit = self.manager.settings.memory.store_max_value_bytes
+        if size > limit:
+            raise InvalidStoreRequestError(
+                f"{where}: value is {size} bytes of JSON, over the limit of {limit}"
+                " (AGENT_MEMORY_STORE_MAX_VALUE_BYTES)"
+            )
+        scope = self.template.memory_scope(tuple(op.namespace))
+        if scope is None:
+            return None
+        return upsert_params(scope, self._fact(where, op.value), datetime.now(UTC), None)
+
+    def _fact(self, where: str, value: Mapping[str, Any]) -> Fact:
+        importance = value.get("importance")
+        if isinstance(importance, bool) or not isinstance(importance, (int, float)):
+            importance = self.manager.settings.memory.store_importance
+        elif not 0 < importance <= 1:
+            raise InvalidStoreRequestError(f"{where}: importance {importance!r} is not in (0, 1]")
+        kind = value.get("kind")
+        try:
+            return Fact(
+                content=" ".join(memory_text(value).split()),
+                importance=float(importance),
+                kind=kind if kind in FACT_KINDS else "general",
+            )
+        except ValidationError as exc:
+            problem = exc.errors()[0]
+            raise InvalidStoreRequestError(
+                f"{where}: its memory cannot be stored: {problem['msg']}"
+            ) from None
+
+    def _check_search(self, op: SearchOp) -> None:
+        check_labels(op.namespace_prefix, "namespace prefix")
+        store_repo.filter_sql(op.filter, "items", {})
+        for name in ("limit", "offset"):
+            value = getattr(op, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise InvalidStoreRequestError(
+                    f"search {name} {value!r} is not a whole number >= 0"
+                )
+        if op.query is not None and not isinstance(op.query, str):
+            raise InvalidStoreRequestError(f"search query {op.query!r:.80} is not a string")
+
+    @staticmethod
+    def _question(query: str | None) -> str:
+        text = clean_text((query or "")[:MAX_QUERY_CHARS])
+        return text if text.strip() else ""
+
+    def _ranks_by_meaning(self, prefix: tuple[str, ...]) -> bool:
+        return (
+            self.template.binding(prefix).exact
+            and self.manager.settings.memory.inject_ranking in ("hybrid", "vector")
+            and self.manager.settings.embedding.active_model is not None
+        )
+
+    @staticmethod
+    def _conditions(op: ListNamespacesOp) -> list[tuple[str, tuple[str, ...]]]:
+        conditions: list[tuple[str, tuple[str, ...]]] = []
+        for condition in op.match_conditions or ():
+            if condition.match_type not in ("prefix", "suffix"):
+                raise InvalidStoreRequestError(
+                    f"namespace match type {condition.match_type!r} is neither 'prefix' nor"
+                    " 'suffix'"
+                )
+            path = (condition.path,) if isinstance(condition.path, str) else condition.path
+            conditions.append((condition.match_type, check_labels(path, "namespace pattern")))
+        for name in ("limit", "offset"):
+            value = getattr(op, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise InvalidStoreRequestError(
+                    f"list_namespaces {name} {value!r} is not a whole number >= 0"
+                )
+        if op.max_depth is not None and (
+            isinstance(op.max_depth, bool) or not isinstance(op.max_depth, int) or op.max_depth < 1
+        ):
+            raise InvalidStoreRequestError(f"max_depth {op.max_depth!r} is not a whole number >= 1")
+        return conditions
+
+    # ---- running a batch ---------------------------------------------------------------
+
+    def _steps(self, plan: _Plan) -> Steps[list[Result]]:
+        result: list[Result] = yield Transaction(self._batch_steps(plan))
+        return result
+
+    def _batch_steps(self, plan: _Plan) -> Steps[list[Result]]:
+        for index, read in plan.reads:
+            if isinstance(read, GetOp):
+                plan.results[index] = yield from self._get_steps(read)
+            elif isinstance(read, SearchOp):
+                plan.results[index] = yield from self._search_steps(read, plan.vectors.get(index))
+            else:
+                plan.results[index] = yield from store_repo.namespaces_steps(
+                    self.template.labels,
+                    self.template.fields,
+                    self.template.fixed,
+                    self._conditions(read),
+                    read.max_depth,
+                    read.limit,
+                    read.offset,
+                )
+        for (namespace, key), (op, fact) in plan.writes.items():
+            scope = self.template.memory_scope(namespace)
+            if op.value is None:
+                yield from store_repo.delete_steps(namespace, key, scope)
+            elif scope is not None and fact is not None:
+                yield from store_repo.put_memory_steps(namespace, key, op.value, scope, fact)
+            else:
+                owner = self.template.owner(namespace)
+                yield from store_repo.put_document_steps(namespace, key, op.value, owner)
+        return plan.results
+
+    def _cte(self, namespace: tuple[str, ...], exact: bool, params: dict[str, Any]) -> str:
+        binding = self.template.binding(namespace)
+        bound = binding.bound if binding.possible and (binding.exact or not exact) else None
+        params.update({"ns": list(namespace), "day": day_index(today())})
+        t = self.template
+        return store_repo.items_cte(t.labels, t.fields, t.fixed, bound, exact=exact, params=params)
+
+    def _get_steps(self, op: GetOp) -> Steps[Item | None]:
+        params: dict[str, Any] = {}
+        cte = self._cte(tuple(op.namespace), True, params)
+        rows = yield from store_repo.get_steps(cte, params, [op.key])
+        return _item(rows[0]) if rows else None
+
+    def _search_steps(self, op: SearchOp, vector: list[float] | None) -> Steps[list[SearchItem]]:
+        prefix = tuple(op.namespace_prefix)
+        params: dict[str, Any] = {}
+        condition = store_repo.filter_sql(op.filter, "items", params)
+        cte = self._cte(prefix, False, params)
+        need = op.offset + op.limit
+        text = self._question(op.query)
+        ranked: list[store_repo.Row] = []
+        if text and need:
+            scope = self.template.memory_scope(prefix)
+            if scope is not None:
+                ranked += yield from self._ranked_facts_steps(
+                    scope, text, vector, cte, params, condition, need
+                )
+            doc_params: dict[str, Any] = {"ns": list(prefix)}
+            doc_condition = store_repo.filter_sql(op.filter, "m", doc_params)
+            ranked += yield from store_repo.ranked_documents_steps(
+                doc_params, doc_condition, text, need
+            )
+            ranked.sort(key=lambda row: -(row[5] or 0.0))
+        page = ranked[op.offset : need]
+        if len(page) < op.limit:
+            rest = yield from store_repo.latest_steps(
+                cte,
+                params,
+                condition,
+                op.limit - len(page),
+                max(0, op.offset - len(ranked)),
+                [row[6] for row in ranked],
+            )
+            page += [(*row[:5], 0.0 if text else None, row[6]) for row in rest]
+        return [_search_item(row) for row in page]
+
+    def _ranked_facts_steps(
+        self,
+        scope: Scope,
+        text: str,
+        vector: list[float] | None,
+        cte: str,
+        params: dict[str, Any],
+        condition: str,
+        need: int,
+    ) -> Steps[list[store_repo.Row]]:
+        """The scope's facts that match ``text`` (and ``vector``), best first, as items that
+        pass ``condition``: at least ``need`` of them when the scope has as many."""
+        m = self.manager.settings.memory
+        limit = need
+        while True:
+            ranking = fusion.search_params(
+                m, scope, text, limit, by_meaning=vector is not None, on=today()
+            )
+            if vector is not None:
+                ranking["model"] = self.manager._queries.model
+            rows = yield from recall_repo.ranked_steps(ranking, vector)
+            scores = {fact_id: score for fact_id, _, _, score in rows if score > 0}
+            found = yield from store_repo.of_facts_steps(cte, params, condition, list(scores))
+            order = {fact_id: i for i, fact_id in enumerate(scores)}
+            found.sort(key=lambda pair: order[pair[1]])
+            if len(found) >= need or len(scores) < limit or limit >= _MAX_RANKED:
+                return [(*row[:5], scores[fact_id], row[6]) for row, fact_id in found]
+            limit *= _WIDEN
+
+
+def _item(row: store_repo.Row) -> Item:
+    return Item(namespace=row[0], key=row[1], value=row[2], created_at=row[3], updated_at=row[4])
+
+
+def _search_item(row: store_repo.Row) -> SearchItem:
+    return SearchItem(
+        namespace=row[0],
+        key=row[1],
+        value=row[2],
+        created_at=row[3],
+        updated_at=row[4],
+        score=row[5],
+    )

@@ -1,0 +1,162 @@
+"""How the store's namespaces map to scopes: a template such as ``("memories", "{user_id}")``.
+
+A namespace of the template's length whose literal labels match it is a *memory namespace*:
+the labels in the placeholders' places are the scope's parts (``user_id``, ``agent_id``,
+``workflow_id``), the parts the template leaves out are the store's fixed ones, and its items
+are facts. A longer namespace that starts with one (``("memories", "alice", "profile")``)
+holds documents that belong to that scope. Every other namespace holds documents of no scope.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langgraph.store.base import InvalidNamespaceError
+
+from agent_memory.errors import ConfigurationError
+from agent_memory.models import SCOPE_FIELDS, Scope
+
+_PLACEHOLDER = re.compile(r"^\{([a-z_]+)\}$")
+
+DEFAULT_TEMPLATE: tuple[str, ...] = ("memories", "{user_id}")
+
+
+def check_labels(namespace: Sequence[Any], what: str = "namespace") -> tuple[str, ...]:
+    """``namespace`` as a tuple of labels, refused (naming the bad label) when one is not a
+    non-empty string without a period or NUL, as LangGraph's stores refuse them."""
+    if isinstance(namespace, str) or not isinstance(namespace, Sequence):
+        raise InvalidNamespaceError(
+            f"{what} {namespace!r} is not a tuple of labels (a {type(namespace).__name__})"
+        )
+    labels = tuple(namespace)
+    for label in labels:
+        if not isinstance(label, str):
+            raise InvalidNamespaceError(
+                f"{what} {labels!r} has the label {label!r}, a {type(label).__name__}:"
+                " labels are strings"
+            )
+        if not label:
+            raise InvalidNamespaceError(f"{what} {labels!r} has an empty label")
+        if "." in label or "\x00" in label:
+            raise InvalidNamespaceError(
+                f"{what} {labels!r} has the label {label!r}: labels may not contain"
+                " a period or a NUL byte"
+            )
+    return labels
+
+
+@dataclass(frozen=True)
+class Binding:
+    """What a namespace prefix says about the memory namespaces under it: the scope parts it
+    fixes (``bound``), and whether memory namespaces can lie under it at all (``possible``)."""
+
+    possible: bool
+    bound: dict[str, str]
+    # the prefix names one memory namespace exactly (a single scope's facts)
+    exact: bool
+
+
+class NamespaceTemplate:
+    """A namespace template and the scope parts it leaves fixed (see the module)."""
+
+    def __init__(
+        self,
+        template: Sequence[str] = DEFAULT_TEMPLATE,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        workflow_id: str | None = None,
+    ) -> None:
+        labels = check_labels(template, "namespace template")
+        if not labels:
+            raise ConfigurationError(
+                "the namespace template is empty; e.g. ('memories', '{user_id}')"
+            )
+        self.labels = labels
+        self.fields: list[str | None] = []  # per label: the scope part it holds, or None
+        for label in labels:
+            match = _PLACEHOLDER.match(label)
+            if match is None:
+                if "{" in label or "}" in label:
+                    raise ConfigurationError(
+                        f"namespace template label {label!r} is neither a literal nor one of"
+                        f" {', '.join('{' + f + '}' for f in SCOPE_FIELDS)}"
+                    )
+                self.fields.append(None)
+                continue
+            name = match.group(1)
+            if name not in SCOPE_FIELDS:
+                raise ConfigurationError(
+                    f"namespace template placeholder {label!r} is not one of"
+                    f" {', '.join('{' + f + '}' for f in SCOPE_FIELDS)}"
+                )
+            if name in self.fields:
+                raise ConfigurationError(f"namespace template {labels!r} names {label} twice")
+            self.fields.append(name)
+        if not any(self.fields):
+            raise ConfigurationError(
+                f"namespace template {labels!r} has no placeholder: it must say where the scope"
+                " is, e.g. ('memories', '{user_id}')"
+            )
+        if labels[0] == "langgraph":
+            raise ConfigurationError("a namespace template may not start with 'langgraph'")
+        fixed = {"user_id": user_id, "agent_id": agent_id, "workflow_id": workflow_id}
+        for name in self.fields:
+            if name is not None and fixed[name] is not None:
+                raise ConfigurationError(
+                    f"{name} is both in the namespace template and fixed to {fixed[name]!r}"
+                )
+        self.fixed: dict[str, str | None] = {
+            name: value for name, value in fixed.items() if name not in self.fields
+        }
+
+    def __repr__(self) -> str:
+        return f"NamespaceTemplate({self.labels!r}, fixed={self.fixed!r})"
+
+    def _scope(self, namespace: tuple[str, ...]) -> Scope | None:
+        parts: dict[str, str | None] = dict(self.fixed)
+        for label, want, name in zip(namespace, self.labels, self.fields, strict=False):
+            if name is None:
+                if label != want:
+                    return None
+            else:
+                parts[name] = label
+        return Scope(**parts)
+
+    def memory_scope(self, namespace: tuple[str, ...]) -> Scope | None:
+        """The scope whose memory namespace ``namespace`` is; None if it is not one."""
+        return self._scope(namespace) if len(namespace) == len(self.labels) else None
+
+    def owner(self, namespace: tuple[str, ...]) -> Scope | None:
+        """The scope ``namespace`` belongs to: its memory namespace or one under it."""
+        return self._scope(namespace) if len(namespace) >= len(self.labels) else None
+
+    def render(self, scope: Scope) -> tuple[str, ...] | None:
+        """The memory namespace of ``scope``; None when it has none (a part the template holds
+        is unset or has a period, which a label may not have, or a fixed part differs)."""
+        parts = scope.as_dict()
+        if any(parts[name] != value for name, value in self.fixed.items()):
+            return None
+        labels = []
+        for literal, name in zip(self.labels, self.fields, strict=True):
+            value = literal if name is None else parts[name]
+            if not value or "." in value or "\x00" in value:
+                return None
+            labels.append(value)
+        return tuple(labels)
+
+    def binding(self, prefix: tuple[str, ...]) -> Binding:
+        """What ``prefix`` fixes of the memory namespaces under it (see :class:`Binding`)."""
+        if len(prefix) > len(self.labels):
+            return Binding(False, {}, False)
+        bound: dict[str, str] = {}
+        for label, want, name in zip(prefix, self.labels, self.fields, strict=False):
+            if name is None:
+                if label != want:
+                    return Binding(False, {}, False)
+            else:
+                bound[name] = label
+        return Binding(True, bound, len(prefix) == len(self.labels))
