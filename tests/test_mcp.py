@@ -143,3 +143,35 @@ async def test_the_mcp_server_over_streamable_http(
                     return
             except* httpx.ConnectError:  # not listening yet
                 await asyncio.sleep(0.5)
+
+
+async def test_a_server_that_allows_it_lets_its_tools_name_those_users_only(
+    database_url: str, db: psycopg.Connection[Any], manager: MemoryManager
+) -> None:
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=[
+            *("-m", "agent_memory_deployments.cli", "mcp", "--user", "desk"),
+            *("--allow-user", "ana", "--allow-user", "ben"),
+        ],
+        env=server_env(database_url),
+        cwd=str(ROOT),
+    )
+    async with asyncio.timeout(180):
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            for tool in (await session.list_tools()).tools:
+                assert "user_id" in tool.inputSchema["properties"], tool.name
+            await call(session, "add_memory", content="Ana likes jazz.", user_id="ana")
+            await call(session, "add_memory", content="The desk is shared.")
+            found = await call(session, "search_memories", query="jazz", user_id="ana")
+            assert [m["memory"] for m in found] == ["Ana likes jazz."]
+            assert await call(session, "list_memories", user_id="ben") == []
+            refused = await session.call_tool("list_memories", {"user_id": "eve"})
+            assert refused.isError and "user 'eve' is not one this server serves" in str(
+                refused.content[0].text
+            )
+    rows = db.execute(
+        "SELECT user_id, content FROM agent_memory.memory_items ORDER BY id"
+    ).fetchall()
+    assert rows == [("ana", "Ana likes jazz."), ("desk", "The desk is shared.")]

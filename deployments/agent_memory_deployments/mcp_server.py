@@ -3,19 +3,23 @@ assistant, an IDE) adds, searches, lists, gets, updates and deletes memories, de
 them, and searches past conversations.
 
 The server serves one scope, given when it starts (``agent-memory mcp --user U [--agent A]``);
-no tool takes a scope, so a client cannot reach another one. Over stdio by default; over
+no tool takes a scope, so a client cannot reach another one. A server started with
+``--allow-user V`` (repeatable) or ``--allow-any-user`` lets its tools take a ``user_id`` too:
+the same scope with that user instead, and only those users. Over stdio by default; over
 streamable HTTP with ``--port`` (on loopback unless ``--host`` says otherwise).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import inspect
+from collections.abc import AsyncIterator, Callable, Collection
 from contextlib import asynccontextmanager
-from typing import Any
+from dataclasses import replace
+from typing import Any, Literal, TypeVar
 
 from mcp.server.fastmcp import Context, FastMCP
 
-from agent_memory.errors import UnknownFactError
+from agent_memory.errors import InvalidScopeError, UnknownFactError
 from agent_memory.manager import MemoryManager
 from agent_memory.models import MemoryItem, Scope
 from agent_memory.settings import Settings
@@ -37,10 +41,33 @@ def _item(fact: MemoryItem) -> dict[str, Any]:
     }
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+# the argument a tool names another user by, where the server allows it
+_USER_ARG = "user_id"
+
+
+def without_user(tool: F) -> F:
+    """``tool`` as a client sees it when the scope is fixed: with no ``user_id`` argument."""
+    signature = inspect.signature(tool, eval_str=True)
+    tool.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[p for p in signature.parameters.values() if p.name != _USER_ARG]
+    )
+    return tool
+
+
 def build_server(
-    settings: Settings, scope: Scope, *, host: str = "127.0.0.1", port: int = 8000
+    settings: Settings,
+    scope: Scope,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    other_users: Collection[str] | Literal["any"] = (),
 ) -> FastMCP[MemoryManager]:
-    """The server for ``scope``; its manager opens when the server starts."""
+    """The server for ``scope``; its manager opens when the server starts. ``other_users``:
+    the users its tools may name instead of ``scope``'s (``"any"``: every user); none by
+    default, and then no tool takes a user at all."""
+    widened = other_users == "any" or bool(other_users)
 
     @asynccontextmanager
     async def lifespan(_: FastMCP[MemoryManager]) -> AsyncIterator[MemoryManager]:
@@ -57,72 +84,108 @@ def build_server(
     def manager_of(ctx: Context[Any, MemoryManager, Any]) -> MemoryManager:
         return ctx.request_context.lifespan_context
 
-    async def owned(manager: MemoryManager, fact_id: int) -> MemoryItem:
+    def scope_of(user_id: str | None) -> Scope:
+        """The scope a tool call reaches: the server's, or that user's where it allows."""
+        if user_id is None or user_id == scope.user_id:
+            return scope
+        if not widened:  # unreachable through a client: the tools take no user then
+            raise InvalidScopeError("this server serves one user; it takes no user_id")
+        if other_users != "any" and user_id not in other_users:
+            raise InvalidScopeError(
+                f"user {user_id!r} is not one this server serves"
+                f" ({', '.join(sorted({str(scope.user_id), *other_users}))})"
+            )
+        return replace(scope, user_id=user_id)
+
+    def tool(fn: F) -> F:
+        server.tool()(fn if widened else without_user(fn))
+        return fn
+
+    async def owned(manager: MemoryManager, at: Scope, fact_id: int) -> MemoryItem:
         """The scope's current fact ``fact_id``; another scope's is as unknown as none."""
-        for fact in await manager.facts(scope):
+        for fact in await manager.facts(at):
             if fact.id == fact_id:
                 return fact
         raise UnknownFactError(f"no current memory with id {fact_id}")
 
-    @server.tool()
+    @tool
     async def add_memory(
-        content: str, ctx: Context[Any, MemoryManager, Any], importance: float = 0.5
+        content: str,
+        ctx: Context[Any, MemoryManager, Any],
+        importance: float = 0.5,
+        user_id: str | None = None,
     ) -> dict[str, Any]:
         """Add a memory (a known one, reworded or not, is reinforced instead of copied)."""
-        return _item(await manager_of(ctx).add_fact(scope, content, importance=importance))
+        at = scope_of(user_id)
+        return _item(await manager_of(ctx).add_fact(at, content, importance=importance))
 
-    @server.tool()
+    @tool
     async def search_memories(
-        query: str, ctx: Context[Any, MemoryManager, Any], limit: int = 10
+        query: str,
+        ctx: Context[Any, MemoryManager, Any],
+        limit: int = 10,
+        user_id: str | None = None,
     ) -> list[dict[str, Any]]:
-        """The memories most relevant to query, best first."""
-        manager = manager_of(ctx)
-        frame = await manager.inject(scope, query=query)
-        by_id = {f.id: f for f in await manager.facts(scope)}
-        return [_item(by_id[i]) for i in frame.fact_ids[:limit] if i in by_id]
+        """The memories that match query, best first."""
+        found = await manager_of(ctx).search(scope_of(user_id), query, limit=limit)
+        return [{**_item(f), "score": round(f.score, 4)} for f in found]
 
-    @server.tool()
-    async def list_memories(ctx: Context[Any, MemoryManager, Any]) -> list[dict[str, Any]]:
+    @tool
+    async def list_memories(
+        ctx: Context[Any, MemoryManager, Any], user_id: str | None = None
+    ) -> list[dict[str, Any]]:
         """Every current memory, most important first."""
-        return [_item(f) for f in await manager_of(ctx).facts(scope)]
+        return [_item(f) for f in await manager_of(ctx).facts(scope_of(user_id))]
 
-    @server.tool()
-    async def get_memory(fact_id: int, ctx: Context[Any, MemoryManager, Any]) -> dict[str, Any]:
+    @tool
+    async def get_memory(
+        fact_id: int, ctx: Context[Any, MemoryManager, Any], user_id: str | None = None
+    ) -> dict[str, Any]:
         """One memory by its id."""
-        return _item(await owned(manager_of(ctx), fact_id))
+        return _item(await owned(manager_of(ctx), scope_of(user_id), fact_id))
 
-    @server.tool()
+    @tool
     async def update_memory(
-        fact_id: int, content: str, ctx: Context[Any, MemoryManager, Any]
+        fact_id: int,
+        content: str,
+        ctx: Context[Any, MemoryManager, Any],
+        user_id: str | None = None,
     ) -> dict[str, Any]:
         """Correct a memory: the new wording replaces it (the old one is kept as history)."""
         manager = manager_of(ctx)
-        await owned(manager, fact_id)
+        await owned(manager, scope_of(user_id), fact_id)
         return _item(await manager.update_fact(fact_id, content))
 
-    @server.tool()
-    async def delete_memory(fact_id: int, ctx: Context[Any, MemoryManager, Any]) -> str:
+    @tool
+    async def delete_memory(
+        fact_id: int, ctx: Context[Any, MemoryManager, Any], user_id: str | None = None
+    ) -> str:
         """Delete a memory that is no longer true (kept as history, never recalled again)."""
         manager = manager_of(ctx)
-        await owned(manager, fact_id)
+        await owned(manager, scope_of(user_id), fact_id)
         fact = await manager.forget_fact(fact_id)
         return f"deleted memory {fact.id}: {fact.content}"
 
-    @server.tool()
-    async def delete_all_memories(ctx: Context[Any, MemoryManager, Any]) -> str:
+    @tool
+    async def delete_all_memories(
+        ctx: Context[Any, MemoryManager, Any], user_id: str | None = None
+    ) -> str:
         """Delete every memory of this user (kept as history, never recalled again)."""
         manager = manager_of(ctx)
-        facts = await manager.facts(scope)
+        facts = await manager.facts(scope_of(user_id))
         for fact in facts:
             await manager.forget_fact(fact.id)
         return f"deleted {len(facts)} memories"
 
-    @server.tool()
+    @tool
     async def search_conversations(
-        query: str, ctx: Context[Any, MemoryManager, Any], limit: int = 10
+        query: str,
+        ctx: Context[Any, MemoryManager, Any],
+        limit: int = 10,
+        user_id: str | None = None,
     ) -> list[dict[str, Any]]:
         """The messages of past conversations most relevant to query, with when and who."""
-        found = await manager_of(ctx).search_conversations(scope, query, limit=limit)
+        found = await manager_of(ctx).search_conversations(scope_of(user_id), query, limit=limit)
         return [
             {"said_at": s.occurred_at.isoformat(), "speaker": s.speaker, "text": s.content}
             for s in found

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 
@@ -180,14 +180,23 @@ def mcp(
         int | None, typer.Option(min=1, max=65535, help="serve streamable HTTP on this port")
     ] = None,
     host: Annotated[str, typer.Option(help="the HTTP server's address")] = "127.0.0.1",
+    allow_user: Annotated[
+        list[str] | None,
+        typer.Option(help="a user the tools may name instead of --user (repeatable)"),
+    ] = None,
+    allow_any_user: Annotated[
+        bool, typer.Option(help="let the tools name any user (a trusted client only)")
+    ] = False,
 ) -> None:
-    """Serve one scope's memory to MCP clients: over stdio, or streamable HTTP with --port."""
+    """Serve one scope's memory to MCP clients: over stdio, or streamable HTTP with --port.
+    The tools take no user unless --allow-user or --allow-any-user lets them."""
     _private_defaults()
     try:
         scope = _named(user, agent, workflow)
         from agent_memory_deployments.mcp_server import build_server
 
-        server = build_server(_settings(), scope, host=host, port=port or 8000)
+        others: list[str] | Literal["any"] = "any" if allow_any_user else (allow_user or [])
+        server = build_server(_settings(), scope, host=host, port=port or 8000, other_users=others)
     except AgentMemoryError as exc:
         raise _fail(exc) from None
     server.run(transport="streamable-http" if port else "stdio")
