@@ -20,6 +20,7 @@ from agent_memory.db import episodes as episode_repo
 from agent_memory.db import erasure as erasure_repo
 from agent_memory.db import facts as fact_repo
 from agent_memory.db import store as store_repo
+from agent_memory.db import tenants as tenant_repo
 from agent_memory.decay import today
 from agent_memory.errors import InvalidFactError, UnknownFactError, UnknownScopeError
 from agent_memory.models import Fact, FactKind, MemoryItem, Scope
@@ -101,6 +102,36 @@ class Management:
             agent_id=agent_id,
             workflow_id=workflow_id,
         )
+
+    async def create_tenant(self, scope: Scope) -> str:
+        """Tenant mode: the connection URL of a login role that row-level security confines to
+        ``scope`` (made now; for a scope that has one, the same role with a new password), for
+        agent-facing code: ``MemoryManager.create(url)`` there sees and writes that scope's
+        rows only, whatever SQL it runs. This manager (the owner) keeps running the pipeline.
+        Raises :class:`ConfigurationError` where the database has no tenant group role."""
+        pool = await self._apool()
+        async with pool.connection() as conn, conn.transaction():
+            role, password = await tenant_repo.create(conn, scope)
+            dsn = conn.info.dsn
+        params = psycopg.conninfo.conninfo_to_dict(dsn)
+        params.update(user=role, password=password)
+        return psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in params.items()})
+
+    async def drop_tenant(self, scope: Scope) -> str:
+        """Drop ``scope``'s tenant role (its open sessions end); the role's name. A scope with
+        none raises :class:`UnknownScopeError`."""
+        pool = await self._apool()
+        async with pool.connection() as conn, conn.transaction():
+            role = await tenant_repo.drop(conn, scope)
+        if role is None:
+            raise UnknownScopeError(f"{scope.label} has no tenant role")
+        return role
+
+    async def tenants(self) -> list[tuple[str, Scope]]:
+        """Every tenant role with its scope, oldest first."""
+        pool = await self._apool()
+        async with pool.connection() as conn:
+            return [(role, scope) for role, scope, _ in await tenant_repo.listed(conn)]
 
     def tools(self) -> list[BaseTool]:
         """``remember``, ``recall`` and ``forget`` as LangChain tools for an agent; their scope

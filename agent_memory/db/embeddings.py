@@ -65,6 +65,16 @@ CREATE TABLE IF NOT EXISTS agent_memory.ann_indexes (
     created_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (kind, scope_key, model)
 );
+-- tenant mode (sql/0016_tenants.sql): a tenant reads its own scope's vectors only
+DO $$
+BEGIN
+    IF to_regprocedure('agent_memory.protect(regclass, text, boolean)') IS NOT NULL THEN
+        PERFORM agent_memory.protect('agent_memory.fact_embeddings', 'SELECT');
+        PERFORM agent_memory.protect('agent_memory.snippet_embeddings', 'SELECT');
+        PERFORM agent_memory.protect('agent_memory.ann_indexes', 'SELECT');
+    END IF;
+END
+$$;
 """
 
 # the last table CREATE makes: when it is there, so is the rest

@@ -6,7 +6,8 @@ its facts and messages, its facts (superseded ones too) with their sources, its 
 (memories and documents), its episodes with their message index and summaries, its job rows
 (errors included), the cached model answers for its conversations' checksums (a conversation
 recorded in another scope too is answered again there), its decay runs, its own
-nearest-neighbour indexes, and the LangGraph checkpoint threads that map to it.
+nearest-neighbour indexes, its tenant role, and the LangGraph checkpoint threads that map
+to it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
+from agent_memory.db import tenants
 from agent_memory.models import Scope
 
 KEY = "agent_memory.scope_key(%(user_id)s, %(agent_id)s, %(workflow_id)s)"
@@ -98,6 +100,8 @@ async def erase(
             drop = sql.SQL("DROP INDEX IF EXISTS agent_memory.{}").format(sql.Identifier(index))
             await conn.execute(drop)
         removed["ann_indexes"] = len(names)
+    # its tenant role, in tenant mode (the mapping names the scope)
+    removed["tenants"] = int(await tenants.drop(conn, scope) is not None)
     if checkpoint_schema and threads:
         for table in CHECKPOINT_TABLES:
             name = f"{checkpoint_schema}.{table}"

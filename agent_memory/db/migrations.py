@@ -94,6 +94,28 @@ def migrate(
     return applied
 
 
+def tenant_scope(conn: psycopg.Connection[Any]) -> str | None:
+    """The scope key the connection's role is confined to (sql/0016_tenants.sql); None when
+    it is not a tenant's (or the schema has no tenant mode yet)."""
+    row = conn.execute(
+        "SELECT to_regprocedure('agent_memory.tenant_scope()') IS NOT NULL"
+    ).fetchone()
+    if not row or not row[0]:
+        return None
+    row = conn.execute("SELECT agent_memory.tenant_scope()").fetchone()
+    return None if row is None or row[0] is None else str(row[0])
+
+
+def require_current(conn: psycopg.Connection[Any]) -> None:
+    """Refuse a schema older than this code (for a connection that may not migrate it)."""
+    have, want = current_version(conn), len(load_migrations())
+    if have < want:
+        raise MigrationError(
+            f"the schema is at version {have} and this code needs {want}; a tenant's role"
+            " cannot migrate it: run the pipeline (or MemoryManager.create) as the owner first"
+        )
+
+
 def current_version(conn: psycopg.Connection[Any]) -> int:
     """The highest applied migration version (0 for an empty database)."""
     row = conn.execute(

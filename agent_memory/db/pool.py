@@ -10,7 +10,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from agent_memory.db.connection import Database, resolve
-from agent_memory.db.migrations import ensure_decay_policy, migrate
+from agent_memory.db.migrations import ensure_decay_policy, migrate, require_current, tenant_scope
 from agent_memory.decay import DecayPolicy
 from agent_memory.errors import DatabaseUnavailableError
 from agent_memory.redact import redact
@@ -21,6 +21,9 @@ def setup_schema(database: Database, memory: MemorySettings) -> list[str]:
     """Apply pending migrations and record the decay policy; returns migrations applied."""
     try:
         with database.connect(autocommit=True) as conn:
+            if tenant_scope(conn) is not None:
+                require_current(conn)  # a tenant may change nothing: the owner migrates
+                return []
             applied = migrate(conn)
             ensure_decay_policy(conn, DecayPolicy.of(memory))
     except psycopg.OperationalError as exc:

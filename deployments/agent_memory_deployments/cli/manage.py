@@ -200,3 +200,36 @@ def mcp(
     except AgentMemoryError as exc:
         raise _fail(exc) from None
     server.run(transport="streamable-http" if port else "stdio")
+
+
+tenant_app = typer.Typer(
+    help="Tenant mode: login roles that row-level security confines to one scope, for"
+    " agent-facing connections (the nodes, the Store, the tools, the MCP server)."
+)
+app.add_typer(tenant_app, name="tenant")
+
+
+@tenant_app.command("create")
+def tenant_create(
+    user: UserOpt = None, agent: AgentOpt = None, workflow: WorkflowOpt = None
+) -> None:
+    """Make the scope's tenant role (or give the one it has a new password) and print its
+    connection URL: set it as DATABASE_URL where the agent runs."""
+    scope = _named(user, agent, workflow)
+    url = _run(lambda m: m.create_tenant(scope))
+    sys.stdout.write(url + "\n")
+
+
+@tenant_app.command("list")
+def tenant_list() -> None:
+    """Every tenant role and its scope."""
+    rows = [{"role": role, "scope": scope.label} for role, scope in _run(lambda m: m.tenants())]
+    console.print(_table("Tenant roles", rows))
+
+
+@tenant_app.command("drop")
+def tenant_drop(user: UserOpt = None, agent: AgentOpt = None, workflow: WorkflowOpt = None) -> None:
+    """Drop the scope's tenant role (its open sessions end)."""
+    scope = _named(user, agent, workflow)
+    role = _run(lambda m: m.drop_tenant(scope))
+    console.print(f"dropped {role} ({scope.label})", highlight=False)
