@@ -14,6 +14,7 @@ run (see each module's docstring):
 * consolidation - the flow against the ideal with a loopback LLM; rerun; token use of a backlog
 * memory        - peak RSS while consolidating a backlog
 * load          - agents injecting and recording while the flows run
+* store         - the LangGraph Store operations against LangGraph's PostgresStore
 
 --quick runs every section at its small size (a CI smoke run); the default is the full size
 the README's bounds apply to. The exit status is 1 when a section fails or misses a bound.
@@ -40,6 +41,7 @@ SECTIONS = (
     "consolidation",
     "memory",
     "load",
+    "store",
 )
 
 

@@ -31,5 +31,6 @@ CREATE INDEX IF NOT EXISTS store_items_fact_idx
     ON agent_memory.store_items (fact_id) WHERE fact_id IS NOT NULL;
 CREATE INDEX IF NOT EXISTS store_items_scope_idx
     ON agent_memory.store_items (scope_key) WHERE scope_key IS NOT NULL;
-CREATE INDEX IF NOT EXISTS store_items_updated_idx
-    ON agent_memory.store_items (updated_at DESC);
+-- a namespace's latest items (a search without a query), read in order
+CREATE INDEX IF NOT EXISTS store_items_latest_idx
+    ON agent_memory.store_items (namespace, updated_at DESC);

@@ -135,42 +135,67 @@ def _fact_scope(
     return " AND ".join(clauses)
 
 
+def namespace_params(namespace: tuple[str, ...]) -> dict[str, Any]:
+    """``ns`` and ``ns_end``: the namespaces under ``ns`` (itself included) are the range
+    [ns, ns_end), as arrays compare label by label: ``ns`` with its last label followed by the
+    lowest character a label may hold (\\x01; labels have no NUL), so that the primary key's
+    index finds them."""
+    end = [*namespace[:-1], namespace[-1] + "\x01"] if namespace else []
+    return {"ns": list(namespace), "ns_end": end}
+
+
+def _under(column: str, namespace: tuple[str, ...], exact: bool) -> str:
+    if exact:
+        return f"{column} = %(ns)s::text[]"
+    if not namespace:
+        return "TRUE"
+    return f"{column} >= %(ns)s::text[] AND {column} < %(ns_end)s::text[]"
+
+
 def items_cte(
     labels: tuple[str, ...],
     fields: list[str | None],
     fixed: Mapping[str, str | None],
     bound: Mapping[str, str] | None,
     *,
+    namespace: tuple[str, ...],
     exact: bool,
     params: dict[str, Any],
-) -> str:
-    """The CTE ``items(ident, namespace, key, value, created_at, updated_at, fact_id)`` of
-    the namespace ``%(ns)s`` (``exact``) or every namespace under it (see the module).
-    ``bound``: the scope parts the namespace fixes of the memory namespaces under it, None
-    when none lie under it."""
+    rows_where: str = "TRUE",
+    facts_where: str = "TRUE",
+) -> list[str]:
+    """The two halves of what a read sees (see the module), each a SELECT of ``(ident,
+    namespace, key, value, created_at, updated_at, fact_id)``: the store's rows of
+    ``namespace`` (``exact``) or of every namespace under it that pass ``rows_where`` (alias
+    ``s``), and the facts no row shows that pass ``facts_where`` (alias ``m``). ``bound``: the
+    scope parts the namespace fixes of the memory namespaces under it, None when none lie
+    under it (there is no second half then)."""
     for i, literal in enumerate(labels):
         params[f"t{i}"] = literal
-    where = (
-        "s.namespace = %(ns)s::text[]"
-        if exact
-        else "s.namespace[1:cardinality(%(ns)s::text[])] = %(ns)s::text[]"
-    )
+    params.update(namespace_params(namespace))
     rows = f"""SELECT 's' || s.id AS ident, s.namespace, s.key, s.value, s.created_at,
            s.updated_at, s.fact_id
     FROM agent_memory.store_items s
     LEFT JOIN agent_memory.memory_items f ON f.id = s.fact_id
-    WHERE {where} AND (s.fact_id IS NULL OR f.superseded_at IS NULL)"""
+    WHERE {_under("s.namespace", namespace, exact)} AND {rows_where}
+      AND (s.fact_id IS NULL OR f.superseded_at IS NULL)"""
     if bound is None:
-        return f"items AS ({rows})"
+        return [rows]
     importance = importance_on("m.expires_day", "%(day)s", "m.half_life")
-    facts = f"""SELECT 'f' || m.id, {_render(fields, params)}, {FACT_KEY_SQL},
+    facts = f"""SELECT 'f' || m.id AS ident, {_render(fields, params)} AS namespace,
+           {FACT_KEY_SQL} AS key,
            jsonb_build_object('content', m.content, 'kind', m.kind,
-                              'importance', round({importance}::numeric, 4)),
-           m.created_at, m.updated_at, m.id
+                              'importance', round({importance}::numeric, 4)) AS value,
+           m.created_at, m.updated_at, m.id AS fact_id
     FROM agent_memory.memory_items m
     WHERE m.superseded_at IS NULL AND {_fact_scope(fields, fixed, bound, params)}
+      AND {facts_where}
       AND NOT EXISTS (SELECT 1 FROM agent_memory.store_items o WHERE o.fact_id = m.id)"""
-    return f"items AS ({rows}\n    UNION ALL\n    {facts})"
+    return [rows, facts]
+
+
+def _cte(halves: list[str]) -> str:
+    return "items AS (" + "\n    UNION ALL\n    ".join(halves) + ")"
 
 
 Row = tuple[tuple[str, ...], str, dict[str, Any], Any, Any, float | None, str]
@@ -184,45 +209,54 @@ def _rows(rows: list[Any], score: bool) -> list[Row]:
     ]
 
 
-def get_steps(cte: str, params: dict[str, Any], keys: list[str]) -> Steps[list[Row]]:
-    """The items of ``keys`` in one namespace (``cte`` from :func:`items_cte`, exact)."""
-    rows = yield Run(
-        f"WITH {cte} SELECT {_COLUMNS}, NULL, ident FROM items WHERE key = ANY(%(keys)s)",
-        {**params, "keys": keys},
-    )
+def get_steps(halves: list[str], params: dict[str, Any]) -> Steps[list[Row]]:
+    """The items of :func:`items_cte`'s ``halves`` (one namespace's, keys chosen there)."""
+    rows = yield Run(f"WITH {_cte(halves)} SELECT {_COLUMNS}, NULL, ident FROM items", params)
     return _rows(rows, False)
 
 
 def latest_steps(
-    cte: str, params: dict[str, Any], condition: str, limit: int, offset: int, seen: list[str]
+    halves: list[str],
+    params: dict[str, Any],
+    condition: str,
+    limit: int,
+    offset: int,
+    seen: list[str],
 ) -> Steps[list[Row]]:
-    """The items that pass ``condition`` (a filter), the latest updated first, leaving out
-    those of ``seen`` (their idents)."""
+    """The items of ``halves`` that pass ``condition`` (a filter on alias ``items``), the
+    latest updated first, leaving out those of ``seen`` (their idents). Each half is cut to
+    the page's end before they are merged."""
+    cut = [
+        f"""(SELECT * FROM ({half}) AS items
+     WHERE {condition} AND ident <> ALL(%(seen)s::text[])
+     ORDER BY updated_at DESC, namespace, key LIMIT %(end)s)"""
+        for half in halves
+    ]
     rows = yield Run(
-        f"""WITH {cte}
-SELECT {_COLUMNS}, NULL, ident FROM items
-WHERE {condition} AND ident <> ALL(%(seen)s::text[])
+        f"""SELECT {_COLUMNS}, NULL, ident FROM (
+    {" UNION ALL ".join(cut)}
+) AS items
 ORDER BY updated_at DESC, namespace, key
 LIMIT %(limit)s OFFSET %(offset)s""",
-        {**params, "limit": limit, "offset": offset, "seen": seen},
+        {**params, "limit": limit, "offset": offset, "end": offset + limit, "seen": seen},
     )
     return _rows(rows, False)
 
 
 def of_facts_steps(
-    cte: str, params: dict[str, Any], condition: str, fact_ids: list[int]
+    halves: list[str], params: dict[str, Any], condition: str
 ) -> Steps[list[tuple[Row, int]]]:
-    """The items of ``fact_ids`` that pass ``condition``, each with its fact's id."""
+    """The items of ``halves`` (chosen by their facts there) that pass ``condition``, each
+    with its fact's id."""
     rows = yield Run(
-        f"""WITH {cte}
-SELECT {_COLUMNS}, NULL, ident, fact_id FROM items
-WHERE fact_id = ANY(%(ids)s) AND {condition}""",
-        {**params, "ids": fact_ids},
+        f"""WITH {_cte(halves)}
+SELECT {_COLUMNS}, NULL, ident, fact_id FROM items WHERE {condition}""",
+        params,
     )
     return [(row, int(r[7])) for row, r in zip(_rows(rows, False), rows, strict=True)]
 
 
-_DOCUMENT = "m.fact_id IS NULL AND m.namespace[1:cardinality(%(ns)s::text[])] = %(ns)s::text[]"
+_DOCUMENT = "m.fact_id IS NULL AND {under}"
 
 
 def ranked_documents_steps(
@@ -231,7 +265,10 @@ def ranked_documents_steps(
     """The documents under ``%(ns)s`` that pass ``condition`` (on alias ``m``) and match
     ``text`` by full text, best first, scored as facts are (the share of the question's
     weight they hold, see :func:`agent_memory.db.recall.text_hits`)."""
-    hits = text_hits("agent_memory.store_items", f"{_DOCUMENT} AND {condition}", "updated_at")
+    namespace = tuple(params["ns"])
+    params.update(namespace_params(namespace))
+    document = _DOCUMENT.format(under=_under("m.namespace", namespace, False))
+    hits = text_hits("agent_memory.store_items", f"{document} AND {condition}", "updated_at")
     rows = yield Run(
         f"""WITH query AS MATERIALIZED {QUERY},
 {hits}

@@ -365,24 +365,44 @@ class AgentMemoryStore(BaseStore):
                 yield from store_repo.put_document_steps(namespace, key, op.value, owner)
         return plan.results
 
-    def _cte(self, namespace: tuple[str, ...], exact: bool, params: dict[str, Any]) -> str:
+    def _halves(
+        self,
+        namespace: tuple[str, ...],
+        exact: bool,
+        params: dict[str, Any],
+        rows_where: str = "TRUE",
+        facts_where: str = "TRUE",
+    ) -> list[str]:
         binding = self.template.binding(namespace)
         bound = binding.bound if binding.possible and (binding.exact or not exact) else None
-        params.update({"ns": list(namespace), "day": day_index(today())})
+        params["day"] = day_index(today())
         t = self.template
-        return store_repo.items_cte(t.labels, t.fields, t.fixed, bound, exact=exact, params=params)
+        return store_repo.items_cte(
+            t.labels,
+            t.fields,
+            t.fixed,
+            bound,
+            namespace=namespace,
+            exact=exact,
+            params=params,
+            rows_where=rows_where,
+            facts_where=facts_where,
+        )
 
     def _get_steps(self, op: GetOp) -> Steps[Item | None]:
-        params: dict[str, Any] = {}
-        cte = self._cte(tuple(op.namespace), True, params)
-        rows = yield from store_repo.get_steps(cte, params, [op.key])
+        params: dict[str, Any] = {"key": op.key, "named": store_repo.fact_of_key(op.key)}
+        halves = self._halves(
+            tuple(op.namespace), True, params, "s.key = %(key)s", "m.id = %(named)s"
+        )
+        rows = yield from store_repo.get_steps(halves, params)
         return _item(rows[0]) if rows else None
 
     def _search_steps(self, op: SearchOp, vector: list[float] | None) -> Steps[list[SearchItem]]:
         prefix = tuple(op.namespace_prefix)
-        params: dict[str, Any] = {}
-        condition = store_repo.filter_sql(op.filter, "items", params)
-        cte = self._cte(prefix, False, params)
+        filter_params: dict[str, Any] = {}
+        condition = store_repo.filter_sql(op.filter, "items", filter_params)
+        params = dict(filter_params)
+        halves = self._halves(prefix, False, params)
         need = op.offset + op.limit
         text = self._question(op.query)
         ranked: list[store_repo.Row] = []
@@ -390,7 +410,7 @@ class AgentMemoryStore(BaseStore):
             scope = self.template.memory_scope(prefix)
             if scope is not None:
                 ranked += yield from self._ranked_facts_steps(
-                    scope, text, vector, cte, params, condition, need
+                    scope, prefix, text, vector, condition, filter_params, need
                 )
             doc_params: dict[str, Any] = {"ns": list(prefix)}
             doc_condition = store_repo.filter_sql(op.filter, "m", doc_params)
@@ -401,7 +421,7 @@ class AgentMemoryStore(BaseStore):
         page = ranked[op.offset : need]
         if len(page) < op.limit:
             rest = yield from store_repo.latest_steps(
-                cte,
+                halves,
                 params,
                 condition,
                 op.limit - len(page),
@@ -414,11 +434,11 @@ class AgentMemoryStore(BaseStore):
     def _ranked_facts_steps(
         self,
         scope: Scope,
+        namespace: tuple[str, ...],
         text: str,
         vector: list[float] | None,
-        cte: str,
-        params: dict[str, Any],
         condition: str,
+        filter_params: dict[str, Any],
         need: int,
     ) -> Steps[list[store_repo.Row]]:
         """The scope's facts that match ``text`` (and ``vector``), best first, as items that
@@ -433,7 +453,11 @@ class AgentMemoryStore(BaseStore):
                 ranking["model"] = self.manager._queries.model
             rows = yield from recall_repo.ranked_steps(ranking, vector)
             scores = {fact_id: score for fact_id, _, _, score in rows if score > 0}
-            found = yield from store_repo.of_facts_steps(cte, params, condition, list(scores))
+            params: dict[str, Any] = {**filter_params, "ids": list(scores)}
+            halves = self._halves(
+                namespace, True, params, "s.fact_id = ANY(%(ids)s)", "m.id = ANY(%(ids)s)"
+            )
+            found = yield from store_repo.of_facts_steps(halves, params, condition)
             order = {fact_id: i for i, fact_id in enumerate(scores)}
             found.sort(key=lambda pair: order[pair[1]])
             if len(found) >= need or len(scores) < limit or limit >= _MAX_RANKED:
