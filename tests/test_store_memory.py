@@ -250,3 +250,23 @@ async def test_manager_search_ranks_a_scopes_facts(manager: MemoryManager) -> No
     assert await manager.search(BOB, "   ") == []
     with pytest.raises(ValueError, match="limit 0"):
         await manager.search(BOB, "bees", limit=0)
+
+
+async def test_a_fact_superseded_or_purged_elsewhere_leaves_the_store(
+    manager: MemoryManager, store: AgentMemoryStore, db: psycopg.Connection[Any]
+) -> None:
+    store.put(NS, "a", {"content": "Alice plays golf"})
+    store.put(NS, "b", {"content": "Alice owns a boat"})
+    [golf] = [f for f in await manager.facts(ALICE) if f.content == "Alice plays golf"]
+    await manager.forget_fact(golf.id)  # by hand (or a consolidation that contradicts it)
+    assert store.get(NS, "a") is None
+    assert [i.key for i in store.search(NS)] == ["b"]
+    # said again, the fact is current again, and so is the item that shows it
+    await manager.add_fact(ALICE, "Alice plays golf")
+    got = store.get(NS, "a")
+    assert got and got.value == {"content": "Alice plays golf"}
+    # a fact decay purges takes its items with it
+    db.execute("DELETE FROM agent_memory.memory_items WHERE content = 'Alice owns a boat'")
+    assert store.get(NS, "b") is None
+    assert db.execute("SELECT key FROM agent_memory.store_items").fetchall() == [("a",)]
+    assert store.list_namespaces() == [NS]

@@ -144,12 +144,18 @@ def namespace_params(namespace: tuple[str, ...]) -> dict[str, Any]:
     return {"ns": list(namespace), "ns_end": end}
 
 
-def _under(column: str, namespace: tuple[str, ...], exact: bool) -> str:
+def _under(column: str, namespace: tuple[str, ...], exact: bool) -> list[str]:
+    """The conditions that together select ``namespace`` (``exact``) or it and every
+    namespace under it: one for itself, one for those under it (each read through the
+    primary key's index, itself in ``updated_at`` order through the latest items' index)."""
     if exact:
-        return f"{column} = %(ns)s::text[]"
+        return [f"{column} = %(ns)s::text[]"]
     if not namespace:
-        return "TRUE"
-    return f"{column} >= %(ns)s::text[] AND {column} < %(ns_end)s::text[]"
+        return ["TRUE"]
+    return [
+        f"{column} = %(ns)s::text[]",
+        f"{column} > %(ns)s::text[] AND {column} < %(ns_end)s::text[]",
+    ]
 
 
 def items_cte(
@@ -164,23 +170,24 @@ def items_cte(
     rows_where: str = "TRUE",
     facts_where: str = "TRUE",
 ) -> list[str]:
-    """The two halves of what a read sees (see the module), each a SELECT of ``(ident,
-    namespace, key, value, created_at, updated_at, fact_id)``: the store's rows of
-    ``namespace`` (``exact``) or of every namespace under it that pass ``rows_where`` (alias
-    ``s``), and the facts no row shows that pass ``facts_where`` (alias ``m``). ``bound``: the
-    scope parts the namespace fixes of the memory namespaces under it, None when none lie
-    under it (there is no second half then)."""
+    """The parts of what a read sees (see the module), each a SELECT of ``(ident, namespace,
+    key, value, created_at, updated_at, fact_id)``: the store's visible rows of ``namespace``
+    (``exact``; else also those of every namespace under it, a part of their own) that pass
+    ``rows_where`` (alias ``s``), and the facts no row shows that pass ``facts_where`` (alias
+    ``m``). ``bound``: the scope parts the namespace fixes of the memory namespaces under it,
+    None when none lie under it (there is no facts' part then)."""
     for i, literal in enumerate(labels):
         params[f"t{i}"] = literal
     params.update(namespace_params(namespace))
-    rows = f"""SELECT 's' || s.id AS ident, s.namespace, s.key, s.value, s.created_at,
+    halves = [
+        f"""SELECT 's' || s.id AS ident, s.namespace, s.key, s.value, s.created_at,
            s.updated_at, s.fact_id
     FROM agent_memory.store_items s
-    LEFT JOIN agent_memory.memory_items f ON f.id = s.fact_id
-    WHERE {_under("s.namespace", namespace, exact)} AND {rows_where}
-      AND (s.fact_id IS NULL OR f.superseded_at IS NULL)"""
+    WHERE {under} AND s.visible AND {rows_where}"""
+        for under in _under("s.namespace", namespace, exact)
+    ]
     if bound is None:
-        return [rows]
+        return halves
     importance = importance_on("m.expires_day", "%(day)s", "m.half_life")
     facts = f"""SELECT 'f' || m.id AS ident, {_render(fields, params)} AS namespace,
            {FACT_KEY_SQL} AS key,
@@ -188,10 +195,9 @@ def items_cte(
                               'importance', round({importance}::numeric, 4)) AS value,
            m.created_at, m.updated_at, m.id AS fact_id
     FROM agent_memory.memory_items m
-    WHERE m.superseded_at IS NULL AND {_fact_scope(fields, fixed, bound, params)}
-      AND {facts_where}
-      AND NOT EXISTS (SELECT 1 FROM agent_memory.store_items o WHERE o.fact_id = m.id)"""
-    return [rows, facts]
+    WHERE m.superseded_at IS NULL AND NOT m.shown
+      AND {_fact_scope(fields, fixed, bound, params)} AND {facts_where}"""
+    return [*halves, facts]
 
 
 def _cte(halves: list[str]) -> str:
@@ -256,7 +262,7 @@ SELECT {_COLUMNS}, NULL, ident, fact_id FROM items WHERE {condition}""",
     return [(row, int(r[7])) for row, r in zip(_rows(rows, False), rows, strict=True)]
 
 
-_DOCUMENT = "m.fact_id IS NULL AND {under}"
+_DOCUMENT = "m.fact_id IS NULL AND m.visible AND {under}"
 
 
 def ranked_documents_steps(
@@ -267,7 +273,8 @@ def ranked_documents_steps(
     weight they hold, see :func:`agent_memory.db.recall.text_hits`)."""
     namespace = tuple(params["ns"])
     params.update(namespace_params(namespace))
-    document = _DOCUMENT.format(under=_under("m.namespace", namespace, False))
+    under = " OR ".join(f"({c})" for c in _under("m.namespace", namespace, False))
+    document = _DOCUMENT.format(under=f"({under})")
     hits = text_hits("agent_memory.store_items", f"{document} AND {condition}", "updated_at")
     rows = yield Run(
         f"""WITH query AS MATERIALIZED {QUERY},
@@ -311,12 +318,10 @@ def namespaces_steps(
     facts_scope = _fact_scope(fields, fixed, {}, params)
     rows = yield Run(
         f"""WITH held AS (
-    SELECT s.namespace FROM agent_memory.store_items s
-    LEFT JOIN agent_memory.memory_items f ON f.id = s.fact_id
-    WHERE s.fact_id IS NULL OR f.superseded_at IS NULL
+    SELECT s.namespace FROM agent_memory.store_items s WHERE s.visible
     UNION
     SELECT DISTINCT {_render(fields, params)} FROM agent_memory.memory_items m
-    WHERE m.superseded_at IS NULL AND {facts_scope}
+    WHERE m.superseded_at IS NULL AND NOT m.shown AND {facts_scope}
 ), cut AS (
     SELECT DISTINCT namespace[1:least(cardinality(namespace),
                                       coalesce(%(depth)s::int, cardinality(namespace)))] AS ns
@@ -357,7 +362,8 @@ INSERT INTO agent_memory.store_items AS s
 VALUES (%(ns)s, %(key)s, %(value)s, %(fact_id)s, %(user_id)s, %(agent_id)s, %(workflow_id)s)
 ON CONFLICT (namespace, key) DO UPDATE SET
     value = EXCLUDED.value, fact_id = EXCLUDED.fact_id, user_id = EXCLUDED.user_id,
-    agent_id = EXCLUDED.agent_id, workflow_id = EXCLUDED.workflow_id, updated_at = now()
+    agent_id = EXCLUDED.agent_id, workflow_id = EXCLUDED.workflow_id, visible = true,
+    updated_at = now()
 """
 
 # the fact a memory item shows now: its row's (while current), or the fact its key names
