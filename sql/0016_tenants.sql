@@ -35,8 +35,7 @@ AS $$
 $$;
 
 -- Row-level security on one table, by its scope_key column or (``via_fact``) by the fact its
--- fact_id names; ``access`` is what the group may do there. The vectors' tables are made on
--- first use (pgvector may be missing): agent_memory.db.embeddings calls this for them.
+-- fact_id names; ``access`` is what the group may do there.
 CREATE OR REPLACE FUNCTION agent_memory.protect(
     tab regclass, access text, via_fact boolean DEFAULT false
 ) RETURNS void LANGUAGE plpgsql AS $$
@@ -91,7 +90,9 @@ SELECT agent_memory.protect('agent_memory.scope_retries', 'SELECT');
 SELECT agent_memory.protect('agent_memory.fact_sources', 'SELECT', true);
 SELECT agent_memory.protect('agent_memory.fact_embedding_rejections', 'SELECT', true);
 -- extraction_cache, decay_runs, erasures, tenants: no grant at all
-DO $$
+-- the vectors' tables, made on first use (agent_memory.db.embeddings calls this once it has
+-- made them; here for a database that has them already)
+CREATE OR REPLACE FUNCTION agent_memory.protect_vectors() RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
     IF to_regclass('agent_memory.ann_indexes') IS NOT NULL THEN
         PERFORM agent_memory.protect('agent_memory.fact_embeddings', 'SELECT');
@@ -100,3 +101,4 @@ BEGIN
     END IF;
 END
 $$;
+SELECT agent_memory.protect_vectors();

@@ -68,10 +68,8 @@ CREATE TABLE IF NOT EXISTS agent_memory.ann_indexes (
 -- tenant mode (sql/0016_tenants.sql): a tenant reads its own scope's vectors only
 DO $$
 BEGIN
-    IF to_regprocedure('agent_memory.protect(regclass, text, boolean)') IS NOT NULL THEN
-        PERFORM agent_memory.protect('agent_memory.fact_embeddings', 'SELECT');
-        PERFORM agent_memory.protect('agent_memory.snippet_embeddings', 'SELECT');
-        PERFORM agent_memory.protect('agent_memory.ann_indexes', 'SELECT');
+    IF to_regprocedure('agent_memory.protect_vectors()') IS NOT NULL THEN
+        PERFORM agent_memory.protect_vectors();
     END IF;
 END
 $$;
