@@ -93,27 +93,47 @@ async def test_reembedding_flow_moves_every_fact_to_a_new_model(
         use_settings(settings)
 
 
+class Lines(logging.Handler):
+    """The messages a logger emits, whatever the root logger's handlers."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.text = ""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.text += record.getMessage() + "\n"
+
+
 @pytest.mark.usefixtures("prefect_harness")
 async def test_a_failing_embedding_model_leaves_consolidation_and_inject_working(
-    embedded: Settings, fake_llm: FakeLLM, db: psycopg.Connection[Any], caplog: Any
+    embedded: Settings, fake_llm: FakeLLM, db: psycopg.Connection[Any]
 ) -> None:
     fake_llm.embedding_status = 500
     manager = await MemoryManager.create(settings=embedded, migrate=False)
     try:
         await manager.record(DANA, [HumanMessage("Let me tell you about myself.")])
-        with caplog.at_level(logging.WARNING, logger="agent_memory_flows.consolidation"):
+        # a handler on the runner's own logger: Prefect's logging setup, on a process's first
+        # flow run, replaces the root handlers that caplog reads
+        runner_log, seen = logging.getLogger("agent_memory"), Lines()
+        runner_log.addHandler(seen)
+        try:
             summary = await manager.consolidate(DANA)
+        finally:
+            runner_log.removeHandler(seen)
         # the facts are written; only their embeddings wait
         assert summary["completed"] == 1 and summary["facts_created"] == len(DATA["facts"])
         assert db.execute("SELECT count(*) FROM agent_memory.fact_embeddings").fetchone() == (0,)
-        assert "facts not embedded yet: embedding call to openai/embed-a failed" in caplog.text
-        caplog.clear()
-        with caplog.at_level(logging.WARNING, logger="agent_memory.manager"):
+        assert "facts not embedded yet: embedding call to openai/embed-a failed" in seen.text
+        manager_log, seen = logging.getLogger("agent_memory"), Lines()
+        manager_log.addHandler(seen)
+        try:
             frame = await manager.inject(DANA, query="Any tips for my daughter's violin practice?")
+        finally:
+            manager_log.removeHandler(seen)
         assert frame.ranking == "text"  # full-text relevance stood in for this inject
         assert frame.injected_facts[0] == "User's daughter plays the violin."
-        assert "embedding call to openai/embed-a failed" in caplog.text
-        assert "sk-embed-SECRET" not in caplog.text
+        assert "embedding call to openai/embed-a failed" in seen.text
+        assert "sk-embed-SECRET" not in seen.text
     finally:
         await manager.close()
     fake_llm.embedding_status = 200

@@ -4,18 +4,18 @@ for a later run, or ``agent-memory embed``, to add."""
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 
 from psycopg_pool import AsyncConnectionPool
 
-from agent_memory.consolidation.groups import Limits, Log
+from agent_memory.consolidation.groups import Limits, Log, ScopeGroup
 from agent_memory.embedding import (
     Embedded,
     TextEmbedder,
     embed_missing,
+    embed_scopes,
     embed_snippets,
-    ensure_ann_indexes,
+    ensure_ann_indexes_of,
 )
 from agent_memory.errors import TransientEmbeddingError
 from agent_memory.models import Scope
@@ -34,10 +34,27 @@ async def embed_scope(
     # the scope's conversations too, so inject finds their messages by meaning
     messages = await embed_snippets(pool, embedder, scope, limit=limit)
     done = done._replace(snippets=messages.stored)
-    where = f"{scope.label}: " if scope is not None else ""
     if scope is not None:
-        for name in await ensure_ann_indexes(pool, embedder, scope):
-            log.info("%sbuilt index %s: nearest vectors now come from it", where, name)
+        for built, name in await ensure_ann_indexes_of(pool, embedder, [scope]):
+            log.info("%s: built index %s: nearest vectors now come from it", built.label, name)
+    _report(log, scope.label if scope is not None else None, embedder, done)
+    return done
+
+
+async def embed_scopes_of(
+    pool: AsyncConnectionPool, scopes: list[Scope], label: str, embedder: TextEmbedder, log: Log
+) -> list[Embedded]:
+    """:func:`embed_scope` for a group of scopes at once (a statement and a model call per
+    batch of rows, not per scope), the group's ``label`` in the log; what each scope got."""
+    done = await embed_scopes(pool, embedder, scopes)
+    for built, name in await ensure_ann_indexes_of(pool, embedder, scopes):
+        log.info("%s: built index %s: nearest vectors now come from it", built.label, name)
+    _report(log, label, embedder, Embedded.total(done))
+    return done
+
+
+def _report(log: Log, label: str | None, embedder: TextEmbedder, done: Embedded) -> None:
+    where = f"{label}: " if label is not None else ""
     for fact_id, reason in done.refusals:  # in the run's log, where operators look
         log.warning(
             "%sfact %d is left without an embedding: %s; it is not asked for again until the "
@@ -54,7 +71,6 @@ async def embed_scope(
         done.refused,
         done.snippets,
     )
-    return done
 
 
 @dataclass
@@ -69,24 +85,24 @@ class Embedding:
 async def embed_each(
     pool: AsyncConnectionPool, work: Embedding, embedder: TextEmbedder, limits: Limits, log: Log
 ) -> list[Exception]:
-    """Embed each scope's new facts and messages; a retry redoes only the scopes whose
-    embedding failed with an error worth retrying. Those errors."""
+    """Embed the new facts and messages of the group's scopes, all at once; a retry redoes
+    only the scopes whose embedding failed with an error worth retrying. Those errors."""
     transient = (TransientEmbeddingError,)
-
-    async def one(scope: Scope) -> None:
+    todo = [
+        s
+        for s in work.scopes
+        if s not in work.done and (s not in work.errors or isinstance(work.errors[s], transient))
+    ]
+    if todo:
+        label = ScopeGroup.of(todo).label
         try:
             async with limits.llm:
-                work.done[scope] = await embed_scope(pool, scope, embedder, log)
-            work.errors.pop(scope, None)
+                done = await embed_scopes_of(pool, todo, label, embedder, log)
         except Exception as exc:  # the facts are written: only their vectors wait
-            work.errors[scope] = exc
-
-    await asyncio.gather(
-        *(
-            one(s)
-            for s in work.scopes
-            if s not in work.done
-            and (s not in work.errors or isinstance(work.errors[s], transient))
-        )
-    )
+            for scope in todo:
+                work.errors[scope] = exc
+        else:
+            for scope, got in zip(todo, done, strict=True):
+                work.done[scope] = got
+                work.errors.pop(scope, None)
     return [e for e in work.errors.values() if isinstance(e, transient)]

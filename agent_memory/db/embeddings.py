@@ -15,13 +15,18 @@ change of model tries it again, and so does ``agent-memory embed --retry-rejecte
 
 from __future__ import annotations
 
+import itertools
 import logging
+import struct
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+import numpy as np
 import psycopg
+from psycopg.adapt import Dumper
+from psycopg.pq import Format
 
 from agent_memory.db.dual import Run, Steps, dual
-from agent_memory.db.fragments import SCOPE_MATCH
 from agent_memory.models import Scope
 
 log = logging.getLogger(__name__)
@@ -78,43 +83,60 @@ $$;
 # the last table CREATE makes: when it is there, so is the rest
 EXISTS = "SELECT to_regclass('agent_memory.ann_indexes') IS NOT NULL"
 
+# the scopes a statement is about (the three parts of each, as arrays), with each one's place
+# in the list, from 1 (a scope named twice is read once)
+_SCOPES = """(SELECT agent_memory.scope_key(u, a, w) AS k, min(i) AS i
+     FROM unnest(%(users)s::text[], %(agents)s::text[], %(workflows)s::text[])
+          WITH ORDINALITY AS s(u, a, w, i)
+     GROUP BY 1)"""
+
 # current facts with no embedding from this model (new facts, or all after a change of model)
-# that it has not refused
-MISSING = f"""
-SELECT m.id, m.content
-FROM agent_memory.memory_items m
+# that it has not refused, in id order; {scopes}: of the listed scopes only (their place in the
+# list comes back), or of all
+_MISSING = """
+SELECT m.id, m.content, {place}
+FROM agent_memory.memory_items m {scopes}
 LEFT JOIN agent_memory.fact_embeddings e ON e.fact_id = m.id AND e.model = %(model)s
 WHERE e.fact_id IS NULL AND m.superseded_at IS NULL AND m.id > %(after)s
-  AND (%(all_scopes)s OR m.{SCOPE_MATCH})
   AND NOT EXISTS (SELECT 1 FROM agent_memory.fact_embedding_rejections r
                   WHERE r.fact_id = m.id AND r.model = %(model)s)
 ORDER BY m.id
 LIMIT %(limit)s
 """
 
-# messages with no embedding from this model, a scope's (or all) in id order
-MISSING_SNIPPETS = f"""
-SELECT m.id, m.content
-FROM agent_memory.snippets m
+# messages with no embedding from this model, in id order, as _MISSING
+_MISSING_SNIPPETS = """
+SELECT m.id, m.content, {place}
+FROM agent_memory.snippets m {scopes}
 LEFT JOIN agent_memory.snippet_embeddings e ON e.snippet_id = m.id AND e.model = %(model)s
-WHERE e.snippet_id IS NULL AND m.id > %(after)s AND (%(all_scopes)s OR m.{SCOPE_MATCH})
+WHERE e.snippet_id IS NULL AND m.id > %(after)s
 ORDER BY m.id
 LIMIT %(limit)s
 """
 
-# a NULL vector marks a message the model refused
+_OF_SCOPES = {"place": "k.i", "scopes": f"JOIN {_SCOPES} AS k ON k.k = m.scope_key"}
+_OF_ALL = {"place": "NULL::bigint", "scopes": ""}
+MISSING = {True: _MISSING.format(**_OF_ALL), False: _MISSING.format(**_OF_SCOPES)}
+MISSING_SNIPPETS = {
+    True: _MISSING_SNIPPETS.format(**_OF_ALL),
+    False: _MISSING_SNIPPETS.format(**_OF_SCOPES),
+}
+
+# the vectors come packed in one float4[] (see Packed): row t's is the slice at t.at of
+# length t.n; a length of 0 marks a message the model refused (a NULL vector)
 STORE_SNIPPETS = """
 INSERT INTO agent_memory.snippet_embeddings (snippet_id, scope_key, model, embedding)
-SELECT f, m.scope_key, %(model)s, v::vector
-FROM unnest(%(ids)s::bigint[], %(vectors)s::text[]) AS t(f, v)
+SELECT f, m.scope_key, %(model)s,
+       CASE WHEN t.n > 0 THEN (%(values)s::real[])[t.at:t.at + t.n - 1]::vector END
+FROM unnest(%(ids)s::bigint[], %(at)s::int[], %(n)s::int[]) AS t(f, at, n)
 JOIN agent_memory.snippets m ON m.id = f
 ON CONFLICT (snippet_id) DO UPDATE SET model = EXCLUDED.model, embedding = EXCLUDED.embedding
 """
 
 STORE = """
 INSERT INTO agent_memory.fact_embeddings (fact_id, scope_key, model, embedding)
-SELECT f, m.scope_key, %(model)s, v::vector
-FROM unnest(%(ids)s::bigint[], %(vectors)s::text[]) AS t(f, v)
+SELECT f, m.scope_key, %(model)s, (%(values)s::real[])[t.at:t.at + t.n - 1]::vector
+FROM unnest(%(ids)s::bigint[], %(at)s::int[], %(n)s::int[]) AS t(f, at, n)
 JOIN agent_memory.memory_items m ON m.id = f
 ON CONFLICT (fact_id) DO UPDATE
 SET model = EXCLUDED.model, embedding = EXCLUDED.embedding, created_at = now()
@@ -184,38 +206,111 @@ def vector_text(vector: list[float]) -> str:
     return "[" + ",".join(map("{:.9g}".format, vector)) + "]"
 
 
-def missing_params(model: str, scope: Scope | None, limit: int, after: int) -> dict[str, Any]:
+def scopes_params(scopes: Sequence[Scope] | None) -> dict[str, Any]:
+    """The parameters of :data:`_SCOPES`: the parts of each scope, as three arrays."""
+    listed = scopes or ()
     return {
-        **(scope or Scope()).as_dict(),
-        "model": model,
-        "all_scopes": scope is None,
-        "limit": limit,
-        "after": after,
+        "users": [s.user_id for s in listed],
+        "agents": [s.agent_id for s in listed],
+        "workflows": [s.workflow_id for s in listed],
     }
 
 
-def store_params(model: str, ids: list[int], vectors: list[list[float]]) -> dict[str, Any]:
-    return {"model": model, "ids": ids, "vectors": [vector_text(v) for v in vectors]}
+class Packed:
+    """Vectors packed as one float4[] in PostgreSQL's binary form, with each one's place in
+    it, sent as one binary parameter: formatting a vector as text costs about a hundred times
+    what packing it does. ``None`` stands for a missing vector (length 0)."""
+
+    def __init__(self, vectors: Sequence[Sequence[float] | None]) -> None:
+        lengths = [0 if v is None else len(v) for v in vectors]
+        self.n = lengths
+        self.at = list(itertools.accumulate([1, *lengths[:-1]])) if lengths else []
+        flat = np.fromiter(
+            itertools.chain.from_iterable(v for v in vectors if v is not None),
+            dtype=">f4",
+            count=sum(lengths),
+        )
+        # each element as (its length in bytes, 4; its value), after a one-dimension header
+        cells = np.empty((flat.size, 2), dtype=">i4")
+        cells[:, 0] = 4
+        cells[:, 1] = flat.view(">i4")
+        header = (
+            struct.pack(">iii", 1, 0, _FLOAT4) + struct.pack(">ii", flat.size, 1)
+            if flat.size
+            else struct.pack(">iii", 0, 0, _FLOAT4)
+        )
+        self.payload = header + cells.tobytes()
+
+    def params(self) -> dict[str, Any]:
+        return {"values": self, "at": self.at, "n": self.n}
+
+
+_FLOAT4 = psycopg.postgres.types["float4"].oid
+
+
+class _PackedDumper(Dumper):
+    format = Format.BINARY
+    oid = psycopg.postgres.types["float4"].array_oid
+
+    def dump(self, obj: Packed) -> bytes:
+        return obj.payload
+
+
+def _cursor(conn: psycopg.AsyncConnection[Any]) -> psycopg.AsyncCursor[Any]:
+    """A cursor that sends :class:`Packed` vectors (the dumper is the cursor's own: nothing is
+    registered on the connection or globally)."""
+    cur = conn.cursor()
+    cur.adapters.register_dumper(Packed, _PackedDumper)
+    return cur
 
 
 async def missing(
     conn: psycopg.AsyncConnection[Any],
     model: str,
-    scope: Scope | None,
+    scopes: Sequence[Scope] | None,
     limit: int,
     after: int = 0,
-) -> list[tuple[int, str]]:
-    """Up to ``limit`` current facts (of ``scope``, or all) with no embedding from ``model``,
-    in id order from after ``after`` (so a long run never rescans what it has done)."""
-    cur = await conn.execute(MISSING, missing_params(model, scope, limit, after))
-    return [(int(r[0]), str(r[1])) for r in await cur.fetchall()]
+) -> list[tuple[int, str, int | None]]:
+    """Up to ``limit`` current facts (of ``scopes``, or of all) with no embedding from
+    ``model``, in id order from after ``after`` (so a long run never rescans what it has
+    done): (id, text, the place of its scope in ``scopes``, from 0; None for all)."""
+    return await _missing(conn, MISSING, model, scopes, limit, after)
+
+
+async def missing_snippets(
+    conn: psycopg.AsyncConnection[Any],
+    model: str,
+    scopes: Sequence[Scope] | None,
+    limit: int,
+    after: int = 0,
+) -> list[tuple[int, str, int | None]]:
+    """Up to ``limit`` messages (of ``scopes``, or of all) with no embedding from ``model``,
+    as :func:`missing` gives facts."""
+    return await _missing(conn, MISSING_SNIPPETS, model, scopes, limit, after)
+
+
+async def _missing(
+    conn: psycopg.AsyncConnection[Any],
+    statements: dict[bool, str],
+    model: str,
+    scopes: Sequence[Scope] | None,
+    limit: int,
+    after: int,
+) -> list[tuple[int, str, int | None]]:
+    params = {**scopes_params(scopes), "model": model, "limit": limit, "after": after}
+    cur = await conn.execute(statements[scopes is None], params)
+    return [
+        (int(r[0]), str(r[1]), None if r[2] is None else int(r[2]) - 1)
+        for r in await cur.fetchall()
+    ]
 
 
 async def store(
     conn: psycopg.AsyncConnection[Any], model: str, ids: list[int], vectors: list[list[float]]
 ) -> int:
     """Store (or replace) these facts' embeddings; a fact purged meanwhile is skipped."""
-    cur = await conn.execute(STORE, store_params(model, ids, vectors))
+    cur = _cursor(conn)
+    await cur.execute(STORE, {"model": model, "ids": ids, **Packed(vectors).params()})
     return cur.rowcount
 
 
@@ -235,18 +330,6 @@ async def forget_rejections(conn: psycopg.AsyncConnection[Any], model: str) -> i
     return cur.rowcount
 
 
-async def missing_snippets(
-    conn: psycopg.AsyncConnection[Any],
-    model: str,
-    scope: Scope | None,
-    limit: int,
-    after: int = 0,
-) -> list[tuple[int, str]]:
-    """Up to ``limit`` messages (of ``scope``, or all) with no embedding from ``model``."""
-    cur = await conn.execute(MISSING_SNIPPETS, missing_params(model, scope, limit, after))
-    return [(int(r[0]), str(r[1])) for r in await cur.fetchall()]
-
-
 async def store_snippets(
     conn: psycopg.AsyncConnection[Any],
     model: str,
@@ -254,12 +337,8 @@ async def store_snippets(
     vectors: list[list[float] | None],
 ) -> int:
     """Store these messages' embeddings (None: the model refused the message)."""
-    params = {
-        "model": model,
-        "ids": ids,
-        "vectors": [None if v is None else vector_text(v) for v in vectors],
-    }
-    cur = await conn.execute(STORE_SNIPPETS, params)
+    cur = _cursor(conn)
+    await cur.execute(STORE_SNIPPETS, {"model": model, "ids": ids, **Packed(vectors).params()})
     return cur.rowcount
 
 
@@ -313,9 +392,9 @@ ann_index, ann_index_sync = dual(ann_index_steps)
 
 # per kind, the size of most of the scope's vectors from the model and how many there are (up
 # to min_rows: enough to know), unless the scope has its own index of that kind already
-ANN_DUE = """
-WITH s AS (SELECT agent_memory.scope_key(%(user_id)s, %(agent_id)s, %(workflow_id)s) AS k)
-SELECT kind, s.k, v.dims, v.n
+ANN_DUE = f"""
+WITH s AS {_SCOPES}
+SELECT s.i, kind, s.k, v.dims, v.n
 FROM s CROSS JOIN (VALUES ('facts'), ('snippets')) AS kinds(kind)
 CROSS JOIN LATERAL (
     SELECT vector_dims(embedding) AS dims, count(*) AS n
@@ -339,18 +418,30 @@ WHERE NOT EXISTS (SELECT 1 FROM agent_memory.ann_indexes a
 """
 
 
+class AnnDue(NamedTuple):
+    """An HNSW index a scope should have and has not: the scope's place in the list asked
+    about (from 0), the index's kind (``facts`` or ``snippets``), the scope key and the size
+    of the vectors."""
+
+    place: int
+    kind: str
+    scope_key: str
+    dims: int
+
+
 async def ann_indexes_due(
-    conn: psycopg.AsyncConnection[Any], scope: Scope, model: str, min_rows: int
-) -> dict[str, tuple[str, int]]:
-    """By kind (``facts``, ``snippets``), the scope key and vector size of each HNSW index the
-    scope should have and has not: it holds ``min_rows`` vectors of one size from ``model``.
-    One statement that only reads: any connection will do."""
-    cur = await conn.execute(ANN_DUE, {**scope.as_dict(), "model": model, "min_rows": min_rows})
-    return {
-        str(kind): (str(key), int(dims))
-        for kind, key, dims, count in await cur.fetchall()
+    conn: psycopg.AsyncConnection[Any], scopes: Sequence[Scope], model: str, min_rows: int
+) -> list[AnnDue]:
+    """The HNSW indexes ``scopes`` should have and have not, each scope's facts or messages
+    once they hold ``min_rows`` vectors of one size from ``model``. One statement that only
+    reads, for any number of scopes: any connection will do."""
+    params = {**scopes_params(scopes), "model": model, "min_rows": min_rows}
+    cur = await conn.execute(ANN_DUE, params)
+    return [
+        AnnDue(int(place) - 1, str(kind), str(key), int(dims))
+        for place, kind, key, dims, count in await cur.fetchall()
         if count >= min_rows
-    }
+    ]
 
 
 async def ensure_ann_index(
@@ -362,8 +453,10 @@ async def ensure_ann_index(
     ``conn`` must be in autocommit mode: the index is built CONCURRENTLY, so embedding and
     inject go on meanwhile. Safe to rerun and to run twice at once (the second finds the first's
     index, or fails to build a duplicate and leaves the first's)."""
-    due = (await ann_indexes_due(conn, scope, model, min_rows)).get(kind)
-    return await build_ann_index(conn, kind, *due, model) if due is not None else None
+    for due in await ann_indexes_due(conn, [scope], model, min_rows):
+        if due.kind == kind:
+            return await build_ann_index(conn, kind, due.scope_key, due.dims, model)
+    return None
 
 
 async def build_ann_index(
