@@ -278,14 +278,18 @@ async def embed_snippets(
 
 
 async def embed_scopes(
-    pool: AsyncConnectionPool, embedder: TextEmbedder, scopes: Sequence[Scope]
+    pool: AsyncConnectionPool,
+    embedder: TextEmbedder,
+    scopes: Sequence[Scope],
+    *,
+    limit: int | None = None,
 ) -> list[Embedded]:
     """Embed the facts and messages of ``scopes`` that have no embedding from the embedder's
     model, as :func:`embed_missing` and :func:`embed_snippets` do, for all of them at once: a
     statement and a model call per batch of rows, not per scope. What each scope got, in the
-    order of ``scopes``."""
-    facts = await _embed_facts(pool, embedder, scopes, None)
-    messages = await _embed_messages(pool, embedder, scopes, None)
+    order of ``scopes``; ``limit``: at most this many facts, and this many messages."""
+    facts = await _embed_facts(pool, embedder, scopes, limit)
+    messages = await _embed_messages(pool, embedder, scopes, limit)
     return [
         facts.get(i, Embedded())._replace(snippets=messages.get(i, Embedded()).stored)
         for i in range(len(scopes))

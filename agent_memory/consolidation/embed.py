@@ -30,23 +30,27 @@ async def embed_scope(
 ) -> Embedded:
     """Embed the facts and messages of ``scope`` (None: of all scopes) that have no vector from
     ``embedder``; build the scope's nearest-neighbour index once it is due."""
-    done = await embed_missing(pool, embedder, scope, limit=limit)
-    # the scope's conversations too, so inject finds their messages by meaning
-    messages = await embed_snippets(pool, embedder, scope, limit=limit)
-    done = done._replace(snippets=messages.stored)
     if scope is not None:
-        for built, name in await ensure_ann_indexes_of(pool, embedder, [scope]):
-            log.info("%s: built index %s: nearest vectors now come from it", built.label, name)
-    _report(log, scope.label if scope is not None else None, embedder, done)
+        return (await embed_scopes_of(pool, [scope], scope.label, embedder, log, limit))[0]
+    done = await embed_missing(pool, embedder, None, limit=limit)
+    # the conversations too, so inject finds their messages by meaning
+    messages = await embed_snippets(pool, embedder, None, limit=limit)
+    done = done._replace(snippets=messages.stored)
+    _report(log, None, embedder, done)
     return done
 
 
 async def embed_scopes_of(
-    pool: AsyncConnectionPool, scopes: list[Scope], label: str, embedder: TextEmbedder, log: Log
+    pool: AsyncConnectionPool,
+    scopes: list[Scope],
+    label: str,
+    embedder: TextEmbedder,
+    log: Log,
+    limit: int | None = None,
 ) -> list[Embedded]:
     """:func:`embed_scope` for a group of scopes at once (a statement and a model call per
     batch of rows, not per scope), the group's ``label`` in the log; what each scope got."""
-    done = await embed_scopes(pool, embedder, scopes)
+    done = await embed_scopes(pool, embedder, scopes, limit=limit)
     for built, name in await ensure_ann_indexes_of(pool, embedder, scopes):
         log.info("%s: built index %s: nearest vectors now come from it", built.label, name)
     _report(log, label, embedder, Embedded.total(done))
