@@ -106,6 +106,22 @@ async def test_the_summary_says_what_the_run_cost_in_dollars(
     assert artifact is not None and f"${summary['cost_usd']:.4f}" in str(artifact.description)
 
 
+async def test_a_model_litellm_has_no_price_for_costs_unknown_and_prints_nothing(
+    llm_settings: Settings, fake_llm: FakeLLM, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # the loopback server answers as "test-model", a name litellm knows no provider for
+    use_settings(llm_settings)
+    manager = await MemoryManager.create(settings=llm_settings, migrate=False)
+    try:
+        await manager.record(Scope(user_id="unpriced"), TALK)
+        summary = await manager.consolidate()
+    finally:
+        await manager.close()
+    assert summary["completed"] == 1 and summary["cost_usd"] is None
+    out, _ = capfd.readouterr()
+    assert "Provider List" not in out, out  # litellm's banner, printed on a failed look-up
+
+
 async def test_only_the_requested_scope_is_consolidated(
     manager: MemoryManager, db: psycopg.Connection[Any]
 ) -> None:

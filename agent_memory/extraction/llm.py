@@ -162,15 +162,27 @@ class LLMExtractor:
         choice = choices[0]
         text = getattr(getattr(choice, "message", None), "content", None) or ""
         usage = getattr(response, "usage", None)
+        prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
+        completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
         cost: float | None = (getattr(response, "_hidden_params", None) or {}).get("response_cost")
         if cost is None and not self._unpriced:
+            # priced by the configured model, not the answer's model name: litellm prints to
+            # stdout when that one names no provider it knows (a local server's "bench-model")
             try:
-                cost = float(litellm.completion_cost(completion_response=response))
+                cost = float(
+                    sum(
+                        litellm.cost_per_token(
+                            model=s.model,
+                            prompt_tokens=prompt_tokens,
+                            completion_tokens=completion_tokens,
+                        )
+                    )
+                )
             except Exception:  # a model litellm has no price for: unknown, rather than wrong
                 cost, self._unpriced = None, True
         return text, Usage(
-            prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-            completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
             cost_usd=cost,
             latency_s=latency,
             calls=1,
