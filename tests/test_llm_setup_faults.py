@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import subprocess
+import sys
 from typing import Any
 
 import psycopg
@@ -288,3 +290,29 @@ async def test_the_task_graph_links_the_steps_and_a_failed_scope_s_task_reads_fa
         fail.state.message
     )
     assert write.state.type.value == "COMPLETED"
+
+
+def test_a_failed_call_prints_nothing_of_litellm_s_on_stdout(fake_llm: FakeLLM) -> None:
+    # a process of its own: the banners are off only where this library imports litellm first
+    fake_llm.reset(
+        lambda _req: error_body(400, "maximum context length", "context_length_exceeded")
+    )
+    code = f"""
+import asyncio
+from agent_memory.extraction import build_extractor
+from agent_memory.settings import LLMSettings
+extractor = build_extractor(LLMSettings(
+    model="openai/test-model", api_base={fake_llm.api_base!r}, api_key="sk-test", timeout=30))
+extractor.warm()
+try:
+    asyncio.run(extractor.complete([{{"role": "user", "content": "hello"}}]))
+except Exception as exc:
+    print("raised", type(exc).__name__)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    # the error is raised as ever; litellm's "Give Feedback" banner is not printed
+    assert done.stdout.splitlines() == ["raised ExtractionError"], done.stdout
+    assert fake_llm.calls == 1

@@ -32,12 +32,18 @@ from agent_memory.settings import LLMSettings
 def _litellm() -> Any:
     """litellm, imported on first use. When this library is the first to import it, litellm is
     kept off the network (:data:`~agent_memory.private.LITELLM_OFFLINE`, unless the environment
-    already says otherwise); an application that imported litellm first keeps its own choice.
-    No litellm global is set: what this library needs it passes with each call."""
-    if "litellm" not in sys.modules:
+    already says otherwise) and off stdout (``suppress_debug_info``: its "Give Feedback" and
+    "Provider List" banners, printed on every failed call, would land in a command's output;
+    the errors themselves are raised and reported as before). An application that imported
+    litellm first keeps its own choices. No other litellm global is set: what this library
+    needs it passes with each call."""
+    first = "litellm" not in sys.modules
+    if first:
         keep_private(defaults=LITELLM_OFFLINE)
     import litellm
 
+    if first:
+        litellm.suppress_debug_info = True
     return litellm
 
 
