@@ -1,13 +1,16 @@
 """Take docs/prefect-ui-consolidation.png from a real run: python docs/make_screenshot.py
 
 Starts an embedded PostgreSQL and a `prefect server start`, records a few conversations, runs
-the consolidation flow against that server, and has headless Chromium (Debian's `chromium`
-package) photograph the flow run's page in the Prefect UI.
+the consolidation flow against that server through litellm and a loopback OpenAI-compatible
+server (which refuses one scope's batch as over the model's context window, so the page shows a
+failure as operators see one), and has headless Chromium (Debian's `chromium` package)
+photograph the flow run's page in the Prefect UI.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import subprocess
@@ -24,8 +27,11 @@ os.environ.update(PREFECT_HOME=str(HOME / "prefect"))
 keep_private()
 
 from agent_memory_deployments.server import start_prefect_server  # noqa: E402
-from benchmarks.consolidation import fresh_database  # noqa: E402
-from benchmarks.database import admin_dsn  # noqa: E402
+
+# from the shared module, not a benchmark's: those lower Prefect's log level when imported
+from benchmarks._common import admin_dsn, fresh_database  # noqa: E402
+from benchmarks._prefect_api import api  # noqa: E402
+from tests.fake_llm import FakeLLM, Reply, facts_answer  # noqa: E402
 
 CONVERSATIONS = {
     "alex": "I'm a Python developer. I prefer async code. We deploy on Kubernetes.",
@@ -36,12 +42,33 @@ CONVERSATIONS = {
 }
 
 
-async def run(dsn: str) -> str:
+# the scope whose batch the loopback model refuses
+REFUSED = "bakery"
+
+
+def answer(request: dict[str, object]) -> Reply:
+    """Facts from each user line, except for the refused scope: the provider's answer to a
+    prompt over the model's context window."""
+    if REFUSED in json.dumps(request):
+        message = "This model's maximum context length is 8192 tokens; the messages had 9000."
+        error = {"message": message, "type": "invalid_request_error"}
+        return Reply(
+            status=400, body=json.dumps({"error": {**error, "code": "context_length_exceeded"}})
+        )
+    return facts_answer(request)
+
+
+async def run(dsn: str, llm: FakeLLM) -> str:
+    from pydantic import SecretStr
+
     from agent_memory import MemoryManager, Scope
     from agent_memory.settings import DatabaseSettings, LLMSettings, Settings, use_settings
     from agent_memory_flows.consolidation import ConsolidationParams, consolidation_flow
 
-    settings = Settings(db=DatabaseSettings(url=dsn), llm=LLMSettings(model=None))
+    llm_settings = LLMSettings(
+        model="openai/gpt-4o-mini", api_base=llm.api_base, api_key=SecretStr("sk-screenshot")
+    )
+    settings = Settings(db=DatabaseSettings(url=dsn), llm=llm_settings)
     use_settings(settings)
     manager = await MemoryManager.create(settings=settings)
     try:
@@ -53,6 +80,8 @@ async def run(dsn: str) -> str:
     finally:
         await manager.close()
     state = await consolidation_flow(ConsolidationParams(), return_state=True)
+    if not state.is_failed():
+        raise RuntimeError(f"the run was to fail the {REFUSED!r} scope: {state!r}")
     return str(state.state_details.flow_run_id)
 
 
@@ -128,11 +157,32 @@ def main() -> int:
         dsn = fresh_database(admin, "screenshot")
         with start_prefect_server(home=HOME / "prefect") as server:
             os.environ["PREFECT_API_URL"] = server.api_url
-            run_id = asyncio.run(run(dsn))
-            out = ROOT / "docs" / "prefect-ui-consolidation.png"
+            llm = FakeLLM().start()
+            llm.reset(answer)
+            try:
+                run_id = asyncio.run(run(dsn, llm))
+            finally:
+                llm.stop()
             page = f"{server.url}/runs/flow-run/{run_id}"
-            out.write_bytes(asyncio.run(screenshot(chromium, page, "write [user=")))
-            print(out)
+            summary = api(
+                server.api_url,
+                "/artifacts/filter",
+                {
+                    "artifacts": {"key": {"any_": ["memory-consolidation-summary"]}},
+                    "flow_runs": {"id": {"any_": [run_id]}},
+                },
+            )[0]
+            shots = {
+                "prefect-ui-consolidation.png": (page, "fail ["),
+                "prefect-ui-consolidation-summary.png": (
+                    f"{server.url}/artifacts/artifact/{summary['id']}",
+                    "cost_usd",
+                ),
+            }
+            for name, (url, wait_for) in shots.items():
+                out = ROOT / "docs" / name
+                out.write_bytes(asyncio.run(screenshot(chromium, url, wait_for)))
+                print(out)
     finally:
         if pg is not None:
             pg.cleanup()
