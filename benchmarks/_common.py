@@ -140,6 +140,28 @@ def timings(fn: Callable[[], Any], n: int, warmup: int = 10) -> list[float]:
     return out
 
 
+def machine_cpu() -> tuple[float, float] | None:
+    """The machine's busy and total CPU seconds since boot, all cores and processes (Linux's
+    /proc/stat; None elsewhere): two readings give how busy every core was between them."""
+    try:
+        with open("/proc/stat", encoding="ascii") as stat:
+            fields = [float(v) for v in stat.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    tick = os.sysconf("SC_CLK_TCK")
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0.0)  # idle and iowait
+    return (sum(fields) - idle) / tick, sum(fields) / tick
+
+
+def machine_busy(before: tuple[float, float] | None) -> float | None:
+    """The share of the machine's CPU (every core) busy since the :func:`machine_cpu` reading
+    ``before``."""
+    after = machine_cpu()
+    if before is None or after is None or after[1] <= before[1]:
+        return None
+    return round((after[0] - before[0]) / (after[1] - before[1]), 3)
+
+
 def percentile(samples: Sequence[float], q: float) -> float:
     """The q-quantile of ``samples`` by nearest rank: the smallest sample such that at least a
     share q of the samples are <= it (the one definition of every p50/p95/p99 here)."""

