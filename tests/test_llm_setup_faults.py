@@ -292,15 +292,21 @@ async def test_the_task_graph_links_the_steps_and_a_failed_scope_s_task_reads_fa
     assert write.state.type.value == "COMPLETED"
 
 
-def test_a_failed_call_prints_nothing_of_litellm_s_on_stdout(fake_llm: FakeLLM) -> None:
-    # a process of its own: the banners are off only where this library imports litellm first
+@pytest.mark.parametrize("quiet", [True, False], ids=["the-command", "an-application"])
+def test_litellm_s_banner_is_printed_only_where_the_process_is_not_the_library_s(
+    fake_llm: FakeLLM, quiet: bool
+) -> None:
+    # a process of its own, as the command's is (whose main() asks for quiet)
     fake_llm.reset(
         lambda _req: error_body(400, "maximum context length", "context_length_exceeded")
     )
     code = f"""
 import asyncio
 from agent_memory.extraction import build_extractor
+from agent_memory.extraction.llm import quiet_litellm
 from agent_memory.settings import LLMSettings
+if {quiet}:
+    quiet_litellm()
 extractor = build_extractor(LLMSettings(
     model="openai/test-model", api_base={fake_llm.api_base!r}, api_key="sk-test", timeout=30))
 extractor.warm()
@@ -313,6 +319,7 @@ except Exception as exc:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False
     )
     assert done.returncode == 0, done.stderr
-    # the error is raised as ever; litellm's "Give Feedback" banner is not printed
-    assert done.stdout.splitlines() == ["raised ExtractionError"], done.stdout
+    # the error is raised either way; litellm's "Give Feedback" banner only where not quiet
+    assert done.stdout.splitlines()[-1] == "raised ExtractionError", done.stdout
+    assert ("Give Feedback" in done.stdout) is not quiet, done.stdout
     assert fake_llm.calls == 1

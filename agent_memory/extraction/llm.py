@@ -28,21 +28,32 @@ from agent_memory.models import Episode, KnownFact
 from agent_memory.private import LITELLM_OFFLINE, keep_private
 from agent_memory.settings import LLMSettings
 
+_quiet = False
+
+
+def quiet_litellm() -> None:
+    """Keep litellm's banners ("Give Feedback / Get Help", "Provider List", printed to stdout
+    on failed calls) out of this process's output, now or once litellm is imported. For a
+    process the library owns, such as the ``agent-memory`` command: an application's own
+    process keeps litellm's defaults (the errors are raised and reported either way)."""
+    global _quiet
+    _quiet = True
+    imported: Any = sys.modules.get("litellm")
+    if imported is not None:
+        imported.suppress_debug_info = True
+
 
 def _litellm() -> Any:
     """litellm, imported on first use. When this library is the first to import it, litellm is
     kept off the network (:data:`~agent_memory.private.LITELLM_OFFLINE`, unless the environment
-    already says otherwise) and off stdout (``suppress_debug_info``: its "Give Feedback" and
-    "Provider List" banners, printed on every failed call, would land in a command's output;
-    the errors themselves are raised and reported as before). An application that imported
-    litellm first keeps its own choices. No other litellm global is set: what this library
-    needs it passes with each call."""
-    first = "litellm" not in sys.modules
-    if first:
+    already says otherwise); an application that imported litellm first keeps its own choice.
+    No litellm global is set (but see :func:`quiet_litellm`): what this library needs it passes
+    with each call."""
+    if "litellm" not in sys.modules:
         keep_private(defaults=LITELLM_OFFLINE)
     import litellm
 
-    if first:
+    if _quiet:
         litellm.suppress_debug_info = True
     return litellm
 

@@ -24,4 +24,7 @@ __all__ = ["app", "console", "main"]
 
 def main() -> None:
     """The ``agent-memory`` console script."""
+    from agent_memory.extraction.llm import quiet_litellm
+
+    quiet_litellm()  # the command's output is its own: no litellm banner in it
     app()
