@@ -86,6 +86,17 @@ async def test_summary_artifact_lists_each_scope(manager: MemoryManager) -> None
     assert {"batches", "tokens_in", "tokens_out", "llm_calls", "extractor"} <= set(full[0])
 
 
+async def record_and_consolidate(settings: Settings, scope: Scope) -> dict[str, Any]:
+    """Record TALK for ``scope`` and consolidate with ``settings``: the run's summary."""
+    use_settings(settings)
+    manager = await MemoryManager.create(settings=settings, migrate=False)
+    try:
+        await manager.record(scope, TALK)
+        return dict(await manager.consolidate())
+    finally:
+        await manager.close()
+
+
 async def test_the_summary_says_what_the_run_cost_in_dollars(
     llm_settings: Settings, fake_llm: FakeLLM
 ) -> None:
@@ -94,13 +105,7 @@ async def test_the_summary_says_what_the_run_cost_in_dollars(
     priced = llm_settings.model_copy(
         update={"llm": llm_settings.llm.model_copy(update={"model": "openai/gpt-4o-mini"})}
     )
-    use_settings(priced)
-    manager = await MemoryManager.create(settings=priced, migrate=False)
-    try:
-        await manager.record(Scope(user_id="priced"), TALK)
-        summary = await manager.consolidate()
-    finally:
-        await manager.close()
+    summary = await record_and_consolidate(priced, Scope(user_id="priced"))
     assert summary["cost_usd"] and summary["cost_usd"] > 0  # litellm's price for the model
     artifact = await Artifact.aget(SUMMARY_KEY)
     assert artifact is not None and f"${summary['cost_usd']:.4f}" in str(artifact.description)
@@ -110,13 +115,7 @@ async def test_a_model_litellm_has_no_price_for_costs_unknown_and_prints_nothing
     llm_settings: Settings, fake_llm: FakeLLM, capfd: pytest.CaptureFixture[str]
 ) -> None:
     # the loopback server answers as "test-model", a name litellm knows no provider for
-    use_settings(llm_settings)
-    manager = await MemoryManager.create(settings=llm_settings, migrate=False)
-    try:
-        await manager.record(Scope(user_id="unpriced"), TALK)
-        summary = await manager.consolidate()
-    finally:
-        await manager.close()
+    summary = await record_and_consolidate(llm_settings, Scope(user_id="unpriced"))
     assert summary["completed"] == 1 and summary["cost_usd"] is None
     out, _ = capfd.readouterr()
     assert "Provider List" not in out, out  # litellm's banner, printed on a failed look-up
