@@ -67,6 +67,7 @@ RANKINGS: dict[str, dict[str, Any]] = {
     "hybrid": {"inject_ranking": "hybrid", **_FACTS_ONLY},
     "hybrid_rrf": {"inject_ranking": "hybrid", "inject_fusion": "rrf", **_FACTS_ONLY},
     "hybrid_relative": {"inject_ranking": "hybrid", "inject_fusion": "relative", **_FACTS_ONLY},
+    "hybrid_ungated": {"inject_ranking": "hybrid", "inject_text_gate": False, **_FACTS_ONLY},
     # the default: facts, then the past messages they do not cover, within the token budget
     "hybrid_snippets": {"inject_ranking": "hybrid"},
 }

@@ -363,3 +363,59 @@ async def test_the_models_summary_is_stored_and_a_missing_one_is_made_offline(
         "User set up a Fedora laptop.",
         'User said "Thanks, all set."',  # the model gave none for episode 2
     ]
+
+
+def test_the_text_gate_keeps_a_word_match_above_a_mere_likeness_and_leaves_none_to_meaning(
+    db: psycopg.Connection[Any],
+) -> None:
+    from agent_memory.db import embeddings as embedding_repo
+    from agent_memory.db import fusion
+    from agent_memory.db import recall as recall_repo
+
+    assert embedding_repo.ensure(db) is None  # pgvector and the vector tables
+    named = "User's sister Lena grows tomatoes."  # holds the question's rarest word
+    like = "User enjoys gardening on weekends."  # no word of it, but nearest by meaning
+    other = "User owns a red bicycle."
+    store(db, ALEX, {named: 0.5, like: 0.5, other: 0.5})
+    vectors = {named: "[0,0,1]", like: "[1,1,0]", other: "[0,1,0]"}
+    for content, vector in vectors.items():
+        db.execute(
+            "INSERT INTO agent_memory.fact_embeddings (fact_id, scope_key, model, embedding)"
+            " SELECT id, scope_key, 'test/model', %s::vector FROM agent_memory.memory_items"
+            " WHERE content = %s",
+            (vector, content),
+        )
+
+    def order(question: str, gate: bool) -> list[tuple[str, float]]:
+        params = fusion.ranked_params(
+            ALEX,
+            question,
+            on=today(),
+            min_importance=0.0,
+            limit=3,
+            candidates=10,
+            fusion=fusion.Fusion(prior_weight=0.0, text_gate=gate),
+        )
+        rows = recall_repo.ranked_sync(db, {**params, "model": "test/model"}, [1.0, 0.0, 0.0])
+        return [(content, score) for _, content, _, score in rows]
+
+    # "lena" and "grow" are in one fact of three, "plant" in none: that fact holds most of the
+    # question's weight, yet ungated the likeness (cosine 0.707) outweighs it
+    question = "Which plants does Lena grow?"
+    ungated = order(question, gate=False)
+    assert [c for c, _ in ungated][:2] == [like, named]
+    gated = order(question, gate=True)
+    assert [c for c, _ in gated][:2] == [named, like]
+    # the likeness keeps its cosine times the share of the question the word match left
+    text_share = next(s for c, s in gated if c == named)
+    assert 0 < text_share < 1
+    assert next(s for c, s in gated if c == like) == pytest.approx(
+        (1 - text_share) * 1 / math.sqrt(2), rel=1e-4
+    )
+    # no fact holds any word of the question: meaning decides at full weight, as ungated
+    assert order("Any hobbies outdoors?", gate=True) == order("Any hobbies outdoors?", gate=False)
+    assert order("Any hobbies outdoors?", gate=True)[0] == (
+        like,
+        pytest.approx(1 / math.sqrt(2), rel=1e-4),
+    )
+    assert MemorySettings().inject_text_gate is True

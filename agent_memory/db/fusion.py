@@ -17,13 +17,15 @@ from agent_memory.settings import MemorySettings
 class Fusion:
     """How the two relevance rankings are fused and how far the priors may re-order matches
     (see the module), for facts and conversation snippets alike: ``weights`` those of the
-    full-text and the meaning rankings, ``method`` ``relative`` or ``rrf``."""
+    full-text and the meaning rankings, ``method`` ``relative`` or ``rrf``, ``text_gate`` whether
+    the meaning ranking weighs less the more of the question full text found."""
 
     weights: tuple[float, float] = (1.0, 1.0)
     method: str = "relative"
     rrf_k: float = 60.0
     prior_weight: float = 0.1
     half_life_days: float = 7.0
+    text_gate: bool = True
 
     @classmethod
     def of(cls, m: MemorySettings) -> Fusion:
@@ -34,6 +36,7 @@ class Fusion:
             rrf_k=m.inject_rrf_k,
             prior_weight=m.inject_prior_weight,
             half_life_days=m.inject_recency_half_life_days,
+            text_gate=m.inject_text_gate,
         )
 
     def params(self) -> dict[str, Any]:
@@ -44,6 +47,7 @@ class Fusion:
             "rrf_k": self.rrf_k,
             "prior_weight": self.prior_weight,
             "half_life": self.half_life_days,
+            "text_gate": self.text_gate,
         }
 
 

@@ -15,6 +15,12 @@ priors only order comparable matches:
   (:mod:`agent_memory.db.snippets`) score on one scale. ``fusion="rrf"``: reciprocal rank
   fusion, ``sum of w / (k + rank)`` (Cormack et al., 2009), which needs no scores at all; both
   are measured side by side by ``python -m benchmarks.recall``;
+* the text gate (``text_gate``, on by default): the meaning ranking's weight is scaled by the
+  share of the question's weight that its best full-text match does not hold, ``w_vector *
+  (1 - max n_text)``. A question whose words a fact holds is answered by them, and similarity
+  by meaning (the bundled static model's especially, which finds every chatty message a little
+  like every question) cannot push that fact down; a question none of whose words any fact
+  holds is left to meaning at full weight;
 * priors: ``prior = (w_i * importance + w_r * recency) / (w_i + w_r)``, both in [0, 1]
   (importance is the current, decayed one; recency halves every ``half_life`` days since the
   fact was last mentioned or used);
@@ -168,7 +174,9 @@ FUSED = """fused AS (
            sum(CASE WHEN %(fusion)s = 'rrf' THEN w / (%(rrf_k)s + r) ELSE w * n END) AS relevance
     FROM (SELECT id, r, n, %(w_text)s::float8 AS w FROM text_hits
           UNION ALL
-          SELECT id, r, n, %(w_vector)s::float8 FROM vector_hits) AS hits
+          SELECT id, r, n, %(w_vector)s::float8 * (1 - CASE WHEN %(text_gate)s::bool
+              THEN coalesce((SELECT max(n) FROM text_hits), 0) ELSE 0 END)
+          FROM vector_hits) AS hits
     GROUP BY id
 )"""
 

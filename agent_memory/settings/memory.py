@@ -93,6 +93,12 @@ class MemorySettings(BaseSettings):
         "score, each ranking's scores scaled to [0, 1] (full text: the share of the question's "
         "weight a fact holds); rrf, by rank (weight / (k + rank))",
     )
+    inject_text_gate: bool = Field(
+        default=True,
+        description="scale the meaning ranking's weight by the share of the question's "
+        "weight that its best full-text match does not hold: a question whose words a fact "
+        "holds is answered by them, one that no fact's words match is left to meaning",
+    )
     inject_rrf_k: float = Field(
         default=60.0,
         gt=0.0,
