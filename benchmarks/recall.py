@@ -57,8 +57,8 @@ from benchmarks._recall_score import (
 # what other code (tests) takes from here
 __all__ = ["RANKINGS", "evaluate", "every_turn", "main", "oracle", "read_dataset"]
 
-# each ranking a label and the memory settings it overrides; the hybrid under both fusions, so
-# one run says what the choice of fusion is worth
+# each ranking a label and the memory settings it overrides; the hybrid under both fusions and
+# without each of its guards on meaning, so one run says what each choice is worth
 _FACTS_ONLY = {"inject_snippets_tokens": 0}
 RANKINGS: dict[str, dict[str, Any]] = {
     "importance": {"inject_ranking": "importance", **_FACTS_ONLY},
@@ -68,6 +68,7 @@ RANKINGS: dict[str, dict[str, Any]] = {
     "hybrid_rrf": {"inject_ranking": "hybrid", "inject_fusion": "rrf", **_FACTS_ONLY},
     "hybrid_relative": {"inject_ranking": "hybrid", "inject_fusion": "relative", **_FACTS_ONLY},
     "hybrid_ungated": {"inject_ranking": "hybrid", "inject_text_gate": False, **_FACTS_ONLY},
+    "hybrid_unfloored": {"inject_ranking": "hybrid", "inject_vector_floor": False, **_FACTS_ONLY},
     # the default: facts, then the past messages they do not cover, within the token budget
     "hybrid_snippets": {"inject_ranking": "hybrid"},
 }

@@ -365,19 +365,8 @@ async def test_the_models_summary_is_stored_and_a_missing_one_is_made_offline(
     ]
 
 
-def test_the_text_gate_keeps_a_word_match_above_a_mere_likeness_and_leaves_none_to_meaning(
-    db: psycopg.Connection[Any],
-) -> None:
-    from agent_memory.db import embeddings as embedding_repo
-    from agent_memory.db import fusion
-    from agent_memory.db import recall as recall_repo
-
-    assert embedding_repo.ensure(db) is None  # pgvector and the vector tables
-    named = "User's sister Lena grows tomatoes."  # holds the question's rarest word
-    like = "User enjoys gardening on weekends."  # no word of it, but nearest by meaning
-    other = "User owns a red bicycle."
-    store(db, ALEX, {named: 0.5, like: 0.5, other: 0.5})
-    vectors = {named: "[0,0,1]", like: "[1,1,0]", other: "[0,1,0]"}
+def embed_as(db: psycopg.Connection[Any], vectors: dict[str, str]) -> None:
+    """Give each fact of these contents this vector, of the model 'test/model'."""
     for content, vector in vectors.items():
         db.execute(
             "INSERT INTO agent_memory.fact_embeddings (fact_id, scope_key, model, embedding)"
@@ -386,18 +375,42 @@ def test_the_text_gate_keeps_a_word_match_above_a_mere_likeness_and_leaves_none_
             (vector, content),
         )
 
+
+def ranked_by(
+    db: psycopg.Connection[Any], question: str, vector: list[float], candidates: int, **fused: Any
+) -> list[tuple[str, float]]:
+    """ALEX's facts as the hybrid ranking orders them for this question and its vector, with
+    no prior, and their scores."""
+    from agent_memory.db import fusion
+    from agent_memory.db import recall as recall_repo
+
+    params = fusion.ranked_params(
+        ALEX,
+        question,
+        on=today(),
+        min_importance=0.0,
+        limit=10,
+        candidates=candidates,
+        fusion=fusion.Fusion(prior_weight=0.0, **fused),
+    )
+    rows = recall_repo.ranked_sync(db, {**params, "model": "test/model"}, vector)
+    return [(content, score) for _, content, _, score in rows]
+
+
+def test_the_text_gate_keeps_a_word_match_above_a_mere_likeness_and_leaves_none_to_meaning(
+    db: psycopg.Connection[Any],
+) -> None:
+    from agent_memory.db import embeddings as embedding_repo
+
+    assert embedding_repo.ensure(db) is None  # pgvector and the vector tables
+    named = "User's sister Lena grows tomatoes."  # holds the question's rarest word
+    like = "User enjoys gardening on weekends."  # no word of it, but nearest by meaning
+    other = "User owns a red bicycle."
+    store(db, ALEX, {named: 0.5, like: 0.5, other: 0.5})
+    embed_as(db, {named: "[0,0,1]", like: "[1,1,0]", other: "[0,1,0]"})
+
     def order(question: str, gate: bool) -> list[tuple[str, float]]:
-        params = fusion.ranked_params(
-            ALEX,
-            question,
-            on=today(),
-            min_importance=0.0,
-            limit=3,
-            candidates=10,
-            fusion=fusion.Fusion(prior_weight=0.0, text_gate=gate),
-        )
-        rows = recall_repo.ranked_sync(db, {**params, "model": "test/model"}, [1.0, 0.0, 0.0])
-        return [(content, score) for _, content, _, score in rows]
+        return ranked_by(db, question, [1.0, 0.0, 0.0], candidates=10, text_gate=gate)
 
     # "lena" and "grow" are in one fact of three, "plant" in none: that fact holds most of the
     # question's weight, yet ungated the likeness (cosine 0.707) outweighs it
@@ -419,3 +432,48 @@ def test_the_text_gate_keeps_a_word_match_above_a_mere_likeness_and_leaves_none_
         pytest.approx(1 / math.sqrt(2), rel=1e-4),
     )
     assert MemorySettings().inject_text_gate is True
+
+
+def test_the_meaning_floor_counts_likeness_above_the_last_candidate_only(
+    db: psycopg.Connection[Any],
+) -> None:
+    from agent_memory.db import embeddings as embedding_repo
+
+    assert embedding_repo.ensure(db) is None
+    # every fact is much like the question by meaning (as a static model finds chatty
+    # messages); one holds a word of it
+    nearest = "User drinks espresso every morning."
+    close = "User went hiking last weekend."
+    last = "User watched a film yesterday."
+    named = "User's sister Lena moved to Oslo."
+    store(db, ALEX, {nearest: 0.5, close: 0.5, last: 0.5, named: 0.5})
+    cosines = {nearest: 0.99, close: 0.75, last: 0.7, named: 0.6}
+    embed_as(db, {c: f"[{x},{math.sqrt(1 - x * x)},0]" for c, x in cosines.items()})
+    question, vector = "Where does Lena live now?", [1.0, 0.0, 0.0]
+
+    def scores(**fused: Any) -> dict[str, float]:
+        return dict(ranked_by(db, question, vector, candidates=3, text_gate=False, **fused))
+
+    plain = scores(vector_floor=False)
+    text_share = plain[named]  # the word match's share of the question (4th by meaning)
+    assert 0 < text_share < cosines[close]
+    assert plain[close] == pytest.approx(cosines[close], rel=1e-4)
+    assert plain[close] > plain[named]  # a likeness all facts share outranks the word match
+
+    floored = scores(vector_floor=True)
+    # the 3 nearest are the candidates by meaning; each counts its likeness above the third's
+    above = {c: (cosines[c] - cosines[last]) / (1 - cosines[last]) for c in (nearest, close)}
+    assert floored[nearest] == pytest.approx(above[nearest], rel=1e-4)
+    assert floored[close] == pytest.approx(above[close], rel=1e-4)
+    assert floored[named] == pytest.approx(text_share, rel=1e-4)
+    assert floored[close] < text_share
+    assert floored[last] == 0  # no more like it than the last candidate: not a match
+    assert [c for c, _ in ranked_by(db, question, vector, candidates=3, text_gate=False)][:3] == [
+        nearest,
+        named,
+        close,
+    ]
+    # a scope with fewer facts than candidates keeps the plain cosine: a lone match counts
+    few = dict(ranked_by(db, question, vector, candidates=10, text_gate=False))
+    assert few == pytest.approx({**cosines, named: cosines[named] + text_share}, rel=1e-4)
+    assert MemorySettings().inject_vector_floor is True

@@ -18,7 +18,8 @@ class Fusion:
     """How the two relevance rankings are fused and how far the priors may re-order matches
     (see the module), for facts and conversation snippets alike: ``weights`` those of the
     full-text and the meaning rankings, ``method`` ``relative`` or ``rrf``, ``text_gate`` whether
-    the meaning ranking weighs less the more of the question full text found."""
+    the meaning ranking weighs less the more of the question full text found, ``vector_floor``
+    whether likeness by meaning counts above that of the last candidate only."""
 
     weights: tuple[float, float] = (1.0, 1.0)
     method: str = "relative"
@@ -26,6 +27,7 @@ class Fusion:
     prior_weight: float = 0.1
     half_life_days: float = 7.0
     text_gate: bool = True
+    vector_floor: bool = True
 
     @classmethod
     def of(cls, m: MemorySettings) -> Fusion:
@@ -37,6 +39,7 @@ class Fusion:
             prior_weight=m.inject_prior_weight,
             half_life_days=m.inject_recency_half_life_days,
             text_gate=m.inject_text_gate,
+            vector_floor=m.inject_vector_floor,
         )
 
     def params(self) -> dict[str, Any]:
@@ -48,6 +51,7 @@ class Fusion:
             "prior_weight": self.prior_weight,
             "half_life": self.half_life_days,
             "text_gate": self.text_gate,
+            "vector_floor": self.vector_floor,
         }
 
 

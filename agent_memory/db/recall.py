@@ -10,9 +10,9 @@ priors only order comparable matches:
   scores in [0, 1]. For full text, n is the share of the question's weight (the sum of its
   words' IDF) that a fact holds, so a fact matching one common word of the question counts for
   little however it ranks; for meaning, n is the cosine similarity, clipped at 0. Both are
-  absolute rather than scaled to the candidates found, so a scope's best fact is not made a
-  perfect match because its others are worse, and facts and conversation snippets
-  (:mod:`agent_memory.db.snippets`) score on one scale. ``fusion="rrf"``: reciprocal rank
+  absolute rather than scaled to the best candidate found, so a scope's best fact is not made
+  a perfect match because its others are worse, and facts and conversation snippets
+  (:mod:`agent_memory.db.snippets`) score alike. ``fusion="rrf"``: reciprocal rank
   fusion, ``sum of w / (k + rank)`` (Cormack et al., 2009), which needs no scores at all; both
   are measured side by side by ``python -m benchmarks.recall``;
 * the text gate (``text_gate``, on by default): the meaning ranking's weight is scaled by the
@@ -21,6 +21,13 @@ priors only order comparable matches:
   by meaning (the bundled static model's especially, which finds every chatty message a little
   like every question) cannot push that fact down; a question none of whose words any fact
   holds is left to meaning at full weight;
+* the meaning floor (``vector_floor``, on by default): once a scope has ``candidates`` rows
+  by meaning, a row's ``n`` is its similarity above the last of them, rescaled to [0, 1]. An
+  embedding model gives every text some likeness to every question (a static model like the
+  bundled one, averaging its words' vectors, gives chatty messages much of it, and so do
+  anisotropic remote models), which says nothing about any one row; like a word that every row
+  holds (whose IDF is near 0), it should not outweigh a word match. A smaller scope keeps the
+  plain cosine, so a lone matching fact is not made worthless;
 * priors: ``prior = (w_i * importance + w_r * recency) / (w_i + w_r)``, both in [0, 1]
   (importance is the current, decayed one; recency halves every ``half_life`` days since the
   fact was last mentioned or used);
@@ -128,10 +135,13 @@ def vector_hits(
 ) -> str:
     """The CTE ``vector_hits(id, r, n)``: the rows of ``table`` (alias ``m``) that ``where``
     admits, nearest to the question's vector first, ``n`` their cosine similarity to it,
-    clipped at 0. Their vectors are in ``embeddings`` (keyed by ``key``, with the scope's
-    ``scope_key``): the scope's nearest ``2 * candidates`` of the model are read first, then
-    those ``where`` admits are kept. A stored vector of other dimensions than the question's
-    (the model's output size changed) counts as unrelated rather than failing.
+    clipped at 0. With ``vector_floor`` and at least ``candidates`` rows found, ``n`` is the
+    similarity above the last of them, ``(s - s_last) / (1 - s_last)``: what a question is
+    like to every row of a scope says nothing about any one (see the module). Their vectors
+    are in ``embeddings`` (keyed by ``key``, with the scope's ``scope_key``): the scope's
+    nearest ``2 * candidates`` of the model are read first, then those ``where`` admits are
+    kept. A stored vector of other dimensions than the question's (the model's output size
+    changed) counts as unrelated rather than failing.
 
     ``ann``: the scope's own HNSW index (:func:`agent_memory.db.embeddings.ensure_ann_index`);
     the nearest are read from it, approximately, instead of comparing every vector of the
@@ -151,16 +161,19 @@ def vector_hits(
         match = f"e.scope_key = {scope_key} AND e.model = {model}"
         dims = f"vector_dims(e.embedding) = {d} AND e.embedding IS NOT NULL"
     return f"""vector_hits AS (
-    SELECT id, row_number() OVER (ORDER BY distance, id) AS r,
-           greatest(1 - distance, 0) AS n
-    FROM (SELECT m.id, nearest.distance
-          FROM (SELECT e.{key} AS id, {distance} AS distance
-                FROM {embeddings} e
-                WHERE %(vector)s::text IS NOT NULL AND {match} AND {dims}
-                ORDER BY {distance} LIMIT 2 * %(candidates)s) AS nearest
-          JOIN {table} m ON m.id = nearest.id
-          WHERE {where}
-          ORDER BY nearest.distance LIMIT %(candidates)s) AS found
+    SELECT id, r, CASE WHEN floor > 0 THEN greatest(similarity - floor, 0) / (1 - floor)
+                       ELSE greatest(similarity, 0) END AS n
+    FROM (SELECT id, row_number() OVER (ORDER BY distance, id) AS r, 1 - distance AS similarity,
+                 CASE WHEN %(vector_floor)s::bool AND count(*) OVER () >= %(candidates)s
+                      THEN least(1 - max(distance) OVER (), 0.999999) ELSE 0 END AS floor
+          FROM (SELECT m.id, nearest.distance
+                FROM (SELECT e.{key} AS id, {distance} AS distance
+                      FROM {embeddings} e
+                      WHERE %(vector)s::text IS NOT NULL AND {match} AND {dims}
+                      ORDER BY {distance} LIMIT 2 * %(candidates)s) AS nearest
+                JOIN {table} m ON m.id = nearest.id
+                WHERE {where}
+                ORDER BY nearest.distance LIMIT %(candidates)s) AS found) AS ranked
 )"""
 
 

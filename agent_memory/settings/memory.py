@@ -99,6 +99,12 @@ class MemorySettings(BaseSettings):
         "weight that its best full-text match does not hold: a question whose words a fact "
         "holds is answered by them, one that no fact's words match is left to meaning",
     )
+    inject_vector_floor: bool = Field(
+        default=True,
+        description="count a fact's likeness to the question by meaning only above that of "
+        "the last of the inject_candidates facts nearest to it (in a scope that has that many): "
+        "the likeness a question has to every fact says nothing about any one",
+    )
     inject_rrf_k: float = Field(
         default=60.0,
         gt=0.0,
