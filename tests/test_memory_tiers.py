@@ -14,6 +14,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 from agent_memory import MemoryManager
 from agent_memory.db import facts as fact_repo
+from agent_memory.db.fusion import Fusion
 from agent_memory.decay import today
 from agent_memory.errors import InvalidMessageError
 from agent_memory.models import Scope
@@ -477,3 +478,4 @@ def test_the_meaning_floor_counts_likeness_above_the_last_candidate_only(
     few = dict(ranked_by(db, question, vector, candidates=10, text_gate=False))
     assert few == pytest.approx({**cosines, named: cosines[named] + text_share}, rel=1e-4)
     assert MemorySettings().inject_vector_floor is True
+    assert Fusion.of(MemorySettings(inject_vector_floor=False)).params()["vector_floor"] is False

@@ -181,6 +181,15 @@ NO_VECTOR_HITS = """vector_hits AS (
     SELECT NULL::bigint AS id, NULL::bigint AS r, NULL::float8 AS n WHERE false
 )"""
 
+
+def by_id(table: str, id_: str) -> str:
+    """The row of ``table`` whose id is ``id_``, as a subquery to join LATERAL: read through
+    the primary key once per candidate. A plain join is planned for a candidate count the
+    planner cannot know in a prepared statement's generic plan, and it hashes the whole table
+    for a few dozen candidates (OFFSET 0 keeps the subquery from being merged into a join)."""
+    return f"(SELECT * FROM {table} WHERE id = {id_} OFFSET 0)"
+
+
 # the two rankings fused into one relevance (see the module)
 FUSED = """fused AS (
     SELECT id,
@@ -218,7 +227,7 @@ scored AS (
            {importance_on("m.expires_day", "%(day)s", "m.half_life")} AS importance,
            exp(greatest(-ln(2) * greatest(%(day)s - agent_memory.day_index(m.importance_at), 0)
                         / %(half_life)s::float8, -700)) AS recency
-    FROM candidates c JOIN agent_memory.memory_items m ON m.id = c.id
+    FROM candidates c CROSS JOIN LATERAL {by_id("agent_memory.memory_items", "c.id")} AS m
 ),
 priored AS (
     SELECT *, coalesce((%(w_importance)s * importance + %(w_recency)s * recency)

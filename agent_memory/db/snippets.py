@@ -20,6 +20,7 @@ from agent_memory.db.recall import (
     FUSED,
     NO_VECTOR_HITS,
     QUERY,
+    by_id,
     fetch_ranking_steps,
     text_hits,
     vector_hits,
@@ -40,7 +41,7 @@ SELECT s.id, s.episode_id, s.position, s.speaker, s.occurred_at, s.content,
        f.relevance * (1 - %(prior_weight)s + %(prior_weight)s
            * exp(greatest(-ln(2) * greatest(%(day)s - agent_memory.day_index(s.occurred_at), 0)
                           / %(half_life)s::float8, -700))) AS score
-FROM fused f JOIN agent_memory.snippets s ON s.id = f.id
+FROM fused f CROSS JOIN LATERAL {by_id("agent_memory.snippets", "f.id")} AS s
 WHERE f.relevance > 0
 ORDER BY score DESC, s.occurred_at DESC, s.id
 LIMIT %(limit)s
