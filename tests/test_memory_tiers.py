@@ -14,7 +14,8 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 from agent_memory import MemoryManager
 from agent_memory.db import facts as fact_repo
-from agent_memory.db.fusion import Fusion
+from agent_memory.db import recall as recall_repo
+from agent_memory.db.fusion import Fusion, ranked_params
 from agent_memory.decay import today
 from agent_memory.errors import InvalidMessageError
 from agent_memory.models import Scope
@@ -382,17 +383,14 @@ def ranked_by(
 ) -> list[tuple[str, float]]:
     """ALEX's facts as the hybrid ranking orders them for this question and its vector, with
     no prior, and their scores."""
-    from agent_memory.db import fusion
-    from agent_memory.db import recall as recall_repo
-
-    params = fusion.ranked_params(
+    params = ranked_params(
         ALEX,
         question,
         on=today(),
         min_importance=0.0,
         limit=10,
         candidates=candidates,
-        fusion=fusion.Fusion(prior_weight=0.0, **fused),
+        fusion=Fusion(prior_weight=0.0, **fused),
     )
     rows = recall_repo.ranked_sync(db, {**params, "model": "test/model"}, vector)
     return [(content, score) for _, content, _, score in rows]
