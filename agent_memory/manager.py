@@ -200,7 +200,7 @@ class MemoryManager(Injector, Management):
             entry = self._async_pools.get(id(loop))
             if entry is not None and entry[0] is loop:
                 return entry[1]
-            pool = self.database.async_pool()
+            pool = self.database.async_pool(hot_path=True)
             await pool.open(wait=True, timeout=self.settings.db.connect_timeout)
             self._async_pools[id(loop)] = (loop, pool)
             return pool
@@ -210,7 +210,7 @@ class MemoryManager(Injector, Management):
             raise RuntimeError("this MemoryManager is closed")
         with self._lock:
             if self._sync_pool is None:
-                pool = self.database.sync_pool()
+                pool = self.database.sync_pool(hot_path=True)
                 pool.open(wait=True, timeout=self.settings.db.connect_timeout)
                 self._sync_pool = pool
             return self._sync_pool

@@ -125,6 +125,22 @@ def bench_database(name: str, *, migrated: bool = True) -> Iterator[tuple[str, s
             drop_database(admin, name)
 
 
+@contextmanager
+def agent_connection(dsn: str) -> Iterator[Any]:
+    """An autocommit connection set up as MemoryManager's pool sets up its own (its plans:
+    ``agent_memory.db.connection.GENERIC_PLANS``), so what is timed on it is what an agent
+    gets."""
+    import psycopg
+
+    from agent_memory.db.connection import prefer_generic_plans
+    from agent_memory.settings import DatabaseSettings
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        if DatabaseSettings().generic_plans:
+            prefer_generic_plans(conn)
+        yield conn
+
+
 # ---- timing and percentiles -----------------------------------------------------------------
 
 

@@ -52,7 +52,15 @@ from agent_memory.decay import today
 from agent_memory.models import Scope
 from agent_memory.settings import MemorySettings
 from benchmarks import retrieval
-from benchmarks._common import bench_database, emit, parser, percentile, summary, timings
+from benchmarks._common import (
+    agent_connection,
+    bench_database,
+    emit,
+    parser,
+    percentile,
+    summary,
+    timings,
+)
 from benchmarks._synthetic import (
     EMBED_MODEL,
     build_ann_indexes,
@@ -125,7 +133,7 @@ def run(
 ) -> dict[str, Any]:
     with (
         bench_database(BENCH_DB) as (_admin, dsn),
-        psycopg.connect(dsn, autocommit=True) as conn,
+        agent_connection(dsn) as conn,
     ):
         load_s = load_facts(conn, facts, scopes)
         t = time.perf_counter()

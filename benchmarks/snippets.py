@@ -24,8 +24,6 @@ import sys
 import time
 from typing import Any
 
-import psycopg
-
 from agent_memory import MemoryManager
 from agent_memory.db import embeddings as embedding_repo
 from agent_memory.db import snippets as snippet_repo
@@ -33,7 +31,7 @@ from agent_memory.decay import today
 from agent_memory.local_embedding import load
 from agent_memory.models import Scope
 from agent_memory.settings import LOCAL_MODEL
-from benchmarks._common import bench_database, emit, parser, summary, timings
+from benchmarks._common import agent_connection, bench_database, emit, parser, summary, timings
 from benchmarks._synthetic import VOCABULARY, build_ann_indexes, embed_locally, question
 from benchmarks.retrieval import load_facts
 
@@ -59,7 +57,7 @@ FROM generate_series(1, %(episodes)s) AS e
 def run(messages: int, iterations: int) -> dict[str, Any]:
     with (
         bench_database(DB) as (_admin, dsn),
-        psycopg.connect(dsn, autocommit=True) as conn,
+        agent_connection(dsn) as conn,
     ):
         started = time.perf_counter()
         conn.execute(LOAD, {"words": VOCABULARY, "n": len(VOCABULARY), "episodes": messages // 10})

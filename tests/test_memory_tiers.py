@@ -19,7 +19,7 @@ from agent_memory.db.fusion import Fusion, ranked_params
 from agent_memory.decay import today
 from agent_memory.errors import InvalidMessageError
 from agent_memory.models import Scope
-from agent_memory.settings import MemorySettings, Settings
+from agent_memory.settings import DatabaseSettings, MemorySettings, Settings
 from benchmarks.retrieval import SCOPE, evaluate, labelled_set, load_facts
 from tests.fake_llm import FakeLLM, Reply
 from tests.vectors import embed_all
@@ -477,3 +477,54 @@ def test_the_meaning_floor_counts_likeness_above_the_last_candidate_only(
     assert few == pytest.approx({**cosines, named: cosines[named] + text_share}, rel=1e-4)
     assert MemorySettings().inject_vector_floor is True
     assert Fusion.of(MemorySettings(inject_vector_floor=False)).params()["vector_floor"] is False
+
+
+def pooled(settings: Settings, **db: Any) -> Settings:
+    """The test's settings with a pool of one connection and these database settings."""
+    fields = {**settings.db.model_dump(), "pool_min_size": 1, "pool_max_size": 1, **db}
+    return settings.model_copy(update={"db": DatabaseSettings(**fields)})
+
+
+async def test_the_agents_pool_plans_its_ranking_once_and_ranks_as_planning_anew_does(
+    settings: Settings, db: psycopg.Connection[Any]
+) -> None:
+    """MemoryManager's connections keep one plan of each recurring statement (a generic plan,
+    AGENT_MEMORY_DB_GENERIC_PLANS), and that plan ranks as the plans made for each question's
+    own parameters do; with the setting off, PostgreSQL chooses as it would."""
+    load_facts(db, ALEX, labelled_set()["facts"])
+    questions = [q["question"] for q in labelled_set()["questions"][:12]]
+    later = today() + timedelta(days=1)  # a day of its own: injects read, never reinforce
+    ranked: dict[bool, list[tuple[list[int], list[float]]]] = {}
+    for generic in (True, False):
+        manager = await MemoryManager.create(
+            settings=pooled(settings, generic_plans=generic), migrate=False
+        )
+        try:
+            frames = [await manager.inject(ALEX, query=q, on=later) for q in questions]
+            ranked[generic] = [(f.fact_ids, f.scores) for f in frames]
+            async with (await manager._apool()).connection() as conn:
+                mode = await (await conn.execute("SHOW plan_cache_mode")).fetchone()
+                plans = await (
+                    await conn.execute(
+                        "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+                        " WHERE statement LIKE '%%text_hits AS%%'"
+                    )
+                ).fetchall()
+        finally:
+            await manager.close()
+        assert mode == (("force_generic_plan",) if generic else ("auto",))
+        assert plans, "the ranking statement was not prepared"
+        if generic:
+            assert all(custom == 0 for _, custom in plans)
+            assert sum(g for g, _ in plans) >= len(questions) - 6  # psycopg prepares at the 6th
+    assert all(ids for ids, _ in ranked[True])
+    assert [ids for ids, _ in ranked[True]] == [ids for ids, _ in ranked[False]]
+    for (_, generic_scores), (_, custom_scores) in zip(ranked[True], ranked[False], strict=True):
+        assert generic_scores == pytest.approx(custom_scores)
+    # the pool of sync callers is set up alike
+    sync = MemoryManager.create_sync(settings=pooled(settings), migrate=False)
+    try:
+        with sync._spool().connection() as conn:
+            assert conn.execute("SHOW plan_cache_mode").fetchone() == ("force_generic_plan",)
+    finally:
+        sync.close()

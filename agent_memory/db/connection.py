@@ -30,6 +30,26 @@ log = logging.getLogger(__name__)
 _embedded_lock = threading.Lock()
 _embedded: dict[str, Any] = {}
 
+# The agent's hot path (inject, search, record, the Store) runs a few statements over and over,
+# each written so that one plan serves every scope and question (it reads by primary key, by
+# scope and through indexes whatever the parameters are: see recall.text_hits, recall.by_id).
+# PostgreSQL would still plan them anew on every call: it keeps a prepared statement's generic
+# plan only while that plan's estimated cost is no higher than the custom plans', which an
+# estimate blind to the parameters seldom is, and planning a ranking statement costs more than
+# running it. Set per session (not in the startup packet), so a DSN's own options stay and a
+# pooler that drops startup options does not refuse the connection.
+GENERIC_PLANS = "SET plan_cache_mode = force_generic_plan"
+
+
+def prefer_generic_plans(conn: psycopg.Connection[Any]) -> None:
+    """Plan ``conn``'s prepared statements once (see ``GENERIC_PLANS``); autocommit or idle."""
+    conn.execute(GENERIC_PLANS)
+
+
+async def aprefer_generic_plans(conn: psycopg.AsyncConnection[Any]) -> None:
+    """:func:`prefer_generic_plans` for an async connection."""
+    await conn.execute(GENERIC_PLANS)
+
 
 @dataclass
 class Database:
@@ -66,13 +86,26 @@ class Database:
             "kwargs": {"autocommit": True},
         }
 
-    def async_pool(self, *, max_size: int | None = None) -> AsyncConnectionPool:
-        """An unopened async pool (open it with ``await pool.open()`` in the loop that uses it)."""
-        return AsyncConnectionPool(**self._pool_args(max_size), name="agent-memory")
+    def _generic_plans(self, hot_path: bool) -> bool:
+        return hot_path and self.settings.generic_plans
 
-    def sync_pool(self, *, max_size: int | None = None) -> ConnectionPool:
-        """An unopened pool for sync callers."""
-        return ConnectionPool(**self._pool_args(max_size), name="agent-memory-sync")
+    def async_pool(
+        self, *, max_size: int | None = None, hot_path: bool = False
+    ) -> AsyncConnectionPool:
+        """An unopened async pool (open it with ``await pool.open()`` in the loop that uses it).
+        ``hot_path``: the agent's own pool, whose connections plan their prepared statements
+        once (``GENERIC_PLANS``) unless ``AGENT_MEMORY_DB_GENERIC_PLANS`` is off."""
+        configure = aprefer_generic_plans if self._generic_plans(hot_path) else None
+        return AsyncConnectionPool(
+            **self._pool_args(max_size), configure=configure, name="agent-memory"
+        )
+
+    def sync_pool(self, *, max_size: int | None = None, hot_path: bool = False) -> ConnectionPool:
+        """An unopened pool for sync callers (``hot_path``: as for :meth:`async_pool`)."""
+        configure = prefer_generic_plans if self._generic_plans(hot_path) else None
+        return ConnectionPool(
+            **self._pool_args(max_size), configure=configure, name="agent-memory-sync"
+        )
 
 
 def resolve(settings: DatabaseSettings) -> Database:

@@ -275,10 +275,11 @@ def _statement(
     return query, {**params, "vector": vector_text(vector)}
 
 
-# Ranking statements run as psycopg runs any statement, prepared once they recur: a generic plan
-# serves small and large scopes alike, and saves parsing and planning a statement this size on
-# every call. One reading a scope's HNSW index names the scope as a constant (vector_hits), so
-# its plans can use that partial index; it is a statement of its own per large scope.
+# Ranking statements run as psycopg runs any statement, prepared once they recur, and are
+# written so that one generic plan serves small and large scopes alike: the agent's pool keeps
+# that plan rather than planning a statement this size on every call (db.connection's
+# GENERIC_PLANS). One reading a scope's HNSW index names the scope as a constant (vector_hits),
+# so its plans can use that partial index; it is a statement of its own per large scope.
 #
 # How many candidates an HNSW scan keeps in its queue (pgvector's hnsw.ef_search): enough for
 # the 2 * candidates nearest that vector_hits reads before filtering. It is set for the

@@ -47,6 +47,12 @@ class DatabaseSettings(BaseSettings):
     connect_timeout: float = Field(
         default=10.0, gt=0, le=600, description="seconds to wait for a connection"
     )
+    generic_plans: bool = Field(
+        default=True,
+        description="the agent's pool (MemoryManager's) plans each recurring statement once per "
+        "connection (plan_cache_mode = force_generic_plan) rather than on every call; off: "
+        "PostgreSQL's own choice",
+    )
 
     @model_validator(mode="after")
     def _pool_bounds(self) -> DatabaseSettings:
