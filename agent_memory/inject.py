@@ -36,11 +36,20 @@ from agent_memory.search import MAX_QUERY_CHARS, Searcher, SnippetQuery
 log = logging.getLogger(__name__)
 
 
-# snippets: how many the search returns for the budget to choose from, the longest text one
-# may inject (a pasted document is not a memory), and the token estimate
-_SNIPPET_CANDIDATES = 50
+# snippets: the longest text one may inject (a pasted document is not a memory), the token
+# estimate, and the length of a typical dated line (a sentence), which sizes the search
 _SNIPPET_MAX_CHARS = 400
 _CHARS_PER_TOKEN = 4
+_SNIPPET_LINE_CHARS = 120
+
+
+def snippet_rows(tokens: int) -> int:
+    """How many snippets the search returns for a budget of ``tokens`` to choose from: twice
+    as many as the budget holds at typical lines, the rest standing in for those a fact or a
+    better snippet already says. Every row costs the hot path CPU (read, built, weighed against
+    the facts), and rows far down the list seldom make it in (docs/benchmarks.md)."""
+    return max(10, min(500, 2 * tokens * _CHARS_PER_TOKEN // _SNIPPET_LINE_CHARS))
+
 
 # A question about time or change, for which the facts' dates are worth their tokens.
 _ABOUT_TIME = re.compile(
@@ -153,7 +162,7 @@ class Injector(Searcher):
             question,
             on=plan.day,
             until=plan.before,
-            limit=_SNIPPET_CANDIDATES,
+            limit=snippet_rows(m.inject_snippets_tokens),
             candidates=m.inject_candidates,
             fusion=fusion.Fusion.of(m),
         )

@@ -20,6 +20,7 @@ from agent_memory import MemoryManager
 from agent_memory.backfill import import_jsonl
 from agent_memory.embedding import embed_snippets, make_embedder
 from agent_memory.errors import InvalidMessageError
+from agent_memory.inject import snippet_rows
 from agent_memory.models import Scope
 from agent_memory.settings import DatabaseSettings, MemorySettings, Settings
 from benchmarks.retrieval import load_facts
@@ -291,3 +292,35 @@ def test_the_search_command_prints_dated_attributed_messages(
     assert result.exit_code == 2 and "'March' is not a date" in result.output
     result = runner.invoke(app, ["search", "wrist"])
     assert result.exit_code == 2 and "name the scope" in result.output
+
+
+async def test_the_snippets_searched_for_scale_with_the_budget(settings: Settings) -> None:
+    """Inject reads twice as many snippets as its budget holds at typical lines: enough for a
+    larger budget to fill with more of them, no more rows than a small one can use."""
+    assert [snippet_rows(t) for t in (0, 30, 300, 600, 100_000)] == [10, 10, 20, 40, 500]
+    lessons = [
+        HumanMessage(f"Pottery lesson {i}: the kiln{i:02d} fired the glaze{i:02d} on vase{i:02d}.")
+        for i in range(40)
+    ]
+    recorder = await MemoryManager.create(settings=settings, migrate=False)
+    try:
+        await recorder.record(ALEX, lessons, occurred_at=MARCH)
+    finally:
+        await recorder.close()
+    question = "What happened at the pottery lesson?"
+    chosen = {}
+    for tokens in (300, 600):
+        manager = await tuned(settings, inject_snippets_tokens=tokens)
+        try:
+            frame = await manager.inject(ALEX, query=question)
+        finally:
+            await manager.close()
+        chosen[tokens] = [s.content for s in frame.snippets]
+        lines = "\n".join(s.line() for s in frame.snippets)
+        assert len(lines) <= tokens * 4  # within the budget
+        assert set(chosen[tokens]) <= {str(m.content) for m in lessons}
+    # about 80 characters a line: 300 tokens hold 15 of them, 600 hold 30 (more than a fixed
+    # 20 rows would give)
+    assert 12 <= len(chosen[300]) <= 20
+    assert 25 <= len(chosen[600]) <= 40
+    assert chosen[600][: len(chosen[300])] == chosen[300]  # the same best ones first
