@@ -212,3 +212,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.db)
         else:
             item.add_marker(pytest.mark.unit)
+    # the slow tests first: spread over the workers while the quick ones fill in after, the
+    # run does not end waiting on one worker's last long test (a stable sort keeps the order)
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

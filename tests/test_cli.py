@@ -63,9 +63,13 @@ def test_demo_passes_every_step_on_the_embedded_default(tmp_path: Path) -> None:
             ["-m", "agent_memory_deployments.cli", "consolidate"], env, timeout=300
         )
         assert again.returncode == 0, again.stdout + again.stderr
-        assert local_server.read_state(home) == server
+        assert local_server.read_state(home) == server  # reused: the same keeper
     finally:
-        local_server.stop(home)
+        stopped = local_server.stop(home)
+    # stopped on request: the keeper it named is gone, and so is its state
+    assert stopped == server
+    assert not local_server.healthy(server.api_url)
+    assert local_server.read_state(home) is None and not (home / local_server.STATE).exists()
 
 
 def test_migrate_is_idempotent(cli_env: str) -> None:

@@ -1,6 +1,7 @@
 """The local Prefect server the command line starts in the background when no PREFECT_API_URL
-is set: started once, reused by the next commands, stopped on request or when idle, and a
-start that fails is one line saying what to do."""
+is set: stopped when idle, and a start that fails is one line saying what to do. Started once,
+reused by the next command and stopped on request is the demo's test (tests/test_cli.py), which
+starts it as a user does."""
 
 from __future__ import annotations
 
@@ -28,23 +29,6 @@ def wait_for(condition: object, what: str, within: float = 120.0) -> None:
             return
         time.sleep(0.2)
     raise AssertionError(f"{what}: not after {within} s")
-
-
-@pytest.mark.slow
-def test_the_server_is_started_once_reused_then_stopped(tmp_path: Path) -> None:
-    settings = PrefectSettings(port=free_port())
-    home = tmp_path / "prefect"
-    try:
-        api = local_server.ensure(settings, home)
-        first = local_server.read_state(home)
-        assert first is not None and first.api_url == api and local_server.healthy(api)
-        assert local_server.ensure(settings, home) == api  # reused: the same keeper
-        assert local_server.read_state(home) == first
-    finally:
-        stopped = local_server.stop(home)
-    assert stopped == first
-    assert not local_server.healthy(api)
-    assert local_server.read_state(home) is None and not (home / local_server.STATE).exists()
 
 
 @pytest.mark.slow

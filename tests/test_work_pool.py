@@ -34,9 +34,12 @@ PREFECT = str(Path(sys.executable).with_name("prefect"))
 USERS = ("pool-a", "pool-b", "pool-c")
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[PrefectServer]:
-    with start_prefect_server(home=tmp_path / "prefect") as running:
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrefectServer]:
+    """One server for the module's tests on a worker (a loaded machine takes 15-20 s to start
+    one): each test deploys anew and follows only the runs it creates, so none sees another's
+    work."""
+    with start_prefect_server(home=tmp_path_factory.mktemp("prefect")) as running:
         yield running
 
 
@@ -62,7 +65,8 @@ def prefect(env: dict[str, str], *args: str) -> str:
 
 def deploy(env: dict[str, str]) -> dict[str, dict[str, Any]]:
     """Create the work pool and deploy prefect.yaml as its instructions say; the deployments."""
-    prefect(env, "work-pool", "create", "agent-memory", "--type", "process")
+    # --overwrite: the module's server keeps the pool an earlier test created
+    prefect(env, "work-pool", "create", "agent-memory", "--type", "process", "--overwrite")
     prefect(env, "--no-prompt", "deploy", "--all", "--prefect-file", "deployments/prefect.yaml")
     deployments = {d["name"]: d for d in api(env["PREFECT_API_URL"], "/deployments/filter", {})}
     # only the runs a test creates may run: the schedules' own (the hourly consolidation at
