@@ -105,7 +105,7 @@ weights AS MATERIALIZED (
     FROM terms t CROSS JOIN corpus c
     CROSS JOIN LATERAL (SELECT count(*) AS n FROM sample s WHERE s.search @@ t.q) AS df
 ),
-rare AS (SELECT string_agg(q::text, ' | ')::tsquery AS q FROM weights WHERE rare),
+rare AS MATERIALIZED (SELECT string_agg(q::text, ' | ')::tsquery AS q FROM weights WHERE rare),
 matched AS (
     SELECT m.id, m.{tie}, m.search FROM {table} m, rare
     WHERE rare.q IS NOT NULL AND (SELECT n FROM corpus) >= {_SAMPLE}
@@ -171,7 +171,7 @@ def vector_hits(
                       FROM {embeddings} e
                       WHERE %(vector)s::text IS NOT NULL AND {match} AND {dims}
                       ORDER BY {distance} LIMIT 2 * %(candidates)s) AS nearest
-                JOIN {table} m ON m.id = nearest.id
+                CROSS JOIN LATERAL {by_id(table, "nearest.id")} AS m
                 WHERE {where}
                 ORDER BY nearest.distance LIMIT %(candidates)s) AS found) AS ranked
 )"""
