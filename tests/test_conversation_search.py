@@ -22,8 +22,9 @@ from agent_memory.embedding import embed_snippets, make_embedder
 from agent_memory.errors import InvalidMessageError
 from agent_memory.inject import snippet_rows
 from agent_memory.models import Scope
-from agent_memory.settings import DatabaseSettings, MemorySettings, Settings
+from agent_memory.settings import MemorySettings, Settings
 from benchmarks.retrieval import load_facts
+from tests.pools import with_pool
 
 ALEX = Scope("alex", "assistant")
 MARCH = datetime(2026, 3, 2, 18, 0, tzinfo=UTC)
@@ -208,11 +209,6 @@ async def test_inject_adds_relevant_messages_that_no_fact_covers_within_its_budg
         await off.close()
 
 
-def sized(settings: Settings, connections: int) -> Settings:
-    db = {**settings.db.model_dump(), "pool_min_size": connections, "pool_max_size": connections}
-    return settings.model_copy(update={"db": DatabaseSettings(**db)})
-
-
 async def test_snippets_are_searched_beside_the_facts_and_a_full_pool_never_waits(
     settings: Settings,
 ) -> None:
@@ -227,7 +223,9 @@ async def test_snippets_are_searched_beside_the_facts_and_a_full_pool_never_wait
     finally:
         await recorder.close()
     for connections in (1, 2):
-        manager = MemoryManager.create_sync(settings=sized(settings, connections), migrate=False)
+        manager = MemoryManager.create_sync(
+            settings=with_pool(settings, connections), migrate=False
+        )
         try:
             pool = manager._spool()
             asked = pool.get_stats().get("requests_num", 0)
@@ -244,7 +242,9 @@ async def test_snippets_are_searched_beside_the_facts_and_a_full_pool_never_wait
             assert [[s.content for s in f.snippets] for f in frames] == [expected] * 16
         finally:
             manager.close_sync()
-        manager = await MemoryManager.create(settings=sized(settings, connections), migrate=False)
+        manager = await MemoryManager.create(
+            settings=with_pool(settings, connections), migrate=False
+        )
         try:
             frames = await asyncio.gather(
                 *(manager.inject(ALEX, query=question) for _ in range(16))

@@ -19,9 +19,10 @@ from agent_memory.db.fusion import Fusion, ranked_params
 from agent_memory.decay import today
 from agent_memory.errors import InvalidMessageError
 from agent_memory.models import Scope
-from agent_memory.settings import DatabaseSettings, MemorySettings, Settings
+from agent_memory.settings import MemorySettings, Settings
 from benchmarks.retrieval import SCOPE, evaluate, labelled_set, load_facts
 from tests.fake_llm import FakeLLM, Reply
+from tests.pools import with_pool
 from tests.vectors import embed_all
 
 ALEX = Scope("alex", "assistant")
@@ -479,12 +480,6 @@ def test_the_meaning_floor_counts_likeness_above_the_last_candidate_only(
     assert Fusion.of(MemorySettings(inject_vector_floor=False)).params()["vector_floor"] is False
 
 
-def pooled(settings: Settings, **db: Any) -> Settings:
-    """The test's settings with a pool of one connection and these database settings."""
-    fields = {**settings.db.model_dump(), "pool_min_size": 1, "pool_max_size": 1, **db}
-    return settings.model_copy(update={"db": DatabaseSettings(**fields)})
-
-
 async def test_the_agents_pool_plans_its_ranking_once_and_ranks_as_planning_anew_does(
     settings: Settings, db: psycopg.Connection[Any]
 ) -> None:
@@ -497,7 +492,7 @@ async def test_the_agents_pool_plans_its_ranking_once_and_ranks_as_planning_anew
     ranked: dict[bool, list[tuple[list[int], list[float]]]] = {}
     for generic in (True, False):
         manager = await MemoryManager.create(
-            settings=pooled(settings, generic_plans=generic), migrate=False
+            settings=with_pool(settings, generic_plans=generic), migrate=False
         )
         try:
             frames = [await manager.inject(ALEX, query=q, on=later) for q in questions]
@@ -522,7 +517,7 @@ async def test_the_agents_pool_plans_its_ranking_once_and_ranks_as_planning_anew
     for (_, generic_scores), (_, custom_scores) in zip(ranked[True], ranked[False], strict=True):
         assert generic_scores == pytest.approx(custom_scores)
     # the pool of sync callers is set up alike
-    sync = MemoryManager.create_sync(settings=pooled(settings), migrate=False)
+    sync = MemoryManager.create_sync(settings=with_pool(settings), migrate=False)
     try:
         with sync._spool().connection() as conn:
             assert conn.execute("SHOW plan_cache_mode").fetchone() == ("force_generic_plan",)
