@@ -25,6 +25,7 @@ from agent_memory_flows.outcome import run_for_summary
 from agent_memory_flows.retry import RetryParams, retry_flow
 from tests import faults
 from tests.fake_llm import FakeLLM, facts_answer
+from tests.prefect_api import wait_for
 from tests.processes import run_interpreter, run_python
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
@@ -101,7 +102,20 @@ async def test_a_running_job_is_retryable_only_once_no_live_run_holds_its_scope(
             assert await job_repo.abandoned(conn) == []
             with pytest.raises(InvalidJobError, match=f"job {job_id} is running: a live run"):
                 await failure_repo.retryable(conn, [job_id])
-        # the run's session ended (its process died): the job is abandoned, and retryable
+            session = live_run.info.backend_pid
+        # the run's session ended (its process died): once its backend is gone, and its lock
+        # with it (the server ends a session a moment after its client leaves), the job is
+        # abandoned, and retryable
+        wait_for(
+            "the closed session's backend to exit",
+            lambda: (
+                db.execute(
+                    "SELECT NOT EXISTS (SELECT FROM pg_stat_activity WHERE pid = %s)", (session,)
+                ).fetchone()
+                == (True,)
+            ),
+            60,
+        )
         [orphan] = await job_repo.abandoned(conn)
         assert (orphan.id, orphan.scope) == (job_id, Scope(user_id="lee"))
         assert await failure_repo.retryable(conn, [job_id]) == [Scope(user_id="lee")]
