@@ -9,6 +9,7 @@ import psycopg
 import pytest
 
 from agent_memory.db.dual import Connection, Run, Steps, Transaction, dual
+from agent_memory.db.native import NATIVE_FROM, native, native_form
 
 
 def sized(values: list[int]) -> Steps[dict[str, Any]]:
@@ -77,3 +78,65 @@ def test_an_error_the_body_does_not_handle_reaches_the_caller(database_url: str)
     _, failing_sync = dual(failing)
     with psycopg.connect(database_url) as conn, pytest.raises(psycopg.errors.DivisionByZero):
         failing_sync(conn)
+
+
+# ---- long statements: converted to native placeholders once (agent_memory.db.native) ----
+
+# A statement longer than psycopg converts once and caches: a name used twice, a literal %,
+# and a comment long enough to pass the limit.
+LONG = (
+    "SELECT %(a)s::int + %(b)s::int AS sum, %(a)s::int AS a, '100%%' AS pct, "
+    "%(words)s::text[] AS words -- " + "x" * NATIVE_FROM
+)
+
+
+def long_steps(params: dict[str, Any]) -> Steps[list[Any]]:
+    rows: list[Any] = yield Run(LONG, params)
+    return rows
+
+
+long_run, long_run_sync = dual(long_steps)
+
+
+def test_a_long_statement_is_converted_once_to_native_placeholders() -> None:
+    assert native(LONG) == (
+        "SELECT $1::int + $2::int AS sum, $1::int AS a, '100%' AS pct, $3::text[] AS words -- "
+        + "x" * NATIVE_FROM,
+        ("a", "b", "words"),
+    )
+    # any other placeholder: psycopg's own conversion, which knows them all
+    assert native("SELECT %s, %(a)s") is None
+    assert native("SELECT %(a)b") is None
+    assert native("SELECT 1 %") is None
+    # the values in placeholder order, each once; keys the statement does not name are left
+    assert native_form(LONG, {"words": [], "b": 2, "a": 1, "x": 0}) == (native(LONG)[0], [1, 2, []])
+    # shorter statements, and positional values, are psycopg's as before
+    assert native_form("SELECT %(a)s", {"a": 1}) is None
+    assert native_form(LONG, (1, 2, [])) is None
+
+
+def test_a_long_statement_runs_as_psycopg_runs_it_on_both_faces(database_url: str) -> None:
+    params = {"a": 2, "b": 3, "words": ["it's", "50%"], "unused": object()}
+    want = [(5, 2, "100%", ["it's", "50%"])]
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        assert conn.execute(LONG, params).fetchall() == want  # psycopg's own conversion
+        for _ in range(6):  # past psycopg's prepare threshold (5): prepared as before
+            assert long_run_sync(conn, params) == want
+        prepared = conn.execute(
+            "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s",
+            ["SELECT $1::int + $2::int AS sum%"],
+        ).fetchone()
+        assert prepared == (1,)
+
+
+async def test_a_long_statement_runs_on_the_async_face(database_url: str) -> None:
+    async with await psycopg.AsyncConnection.connect(database_url) as conn:
+        assert await long_run(conn, {"a": 1, "b": 1, "words": []}) == [(2, 1, "100%", [])]
+
+
+def test_a_long_statement_missing_a_value_names_it(database_url: str) -> None:
+    with (
+        psycopg.connect(database_url) as conn,
+        pytest.raises(psycopg.ProgrammingError, match="query parameter missing: words"),
+    ):
+        long_run_sync(conn, {"a": 1, "b": 2})

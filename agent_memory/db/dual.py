@@ -24,6 +24,8 @@ from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 
 import psycopg
 
+from agent_memory.db.native import native_form
+
 P = ParamSpec("P")
 T = TypeVar("T")
 
@@ -90,7 +92,11 @@ def run_sync(conn: psycopg.Connection[Any], steps: Steps[T]) -> T:
                         if not cur.nextset():
                             break
             else:
-                cur = conn.execute(step.query, step.params)
+                raw = native_form(step.query, step.params)
+                if raw is None:
+                    cur = conn.execute(step.query, step.params)
+                else:
+                    cur = psycopg.RawCursor(conn).execute(*raw)
                 value = _result(step.get, cur.rowcount, cur.fetchall, cur.fetchone)
         except Exception as exc:  # the body decides: thrown in at its yield
             error = exc
@@ -121,7 +127,11 @@ async def run_async(conn: psycopg.AsyncConnection[Any], steps: Steps[T]) -> T:
                         if not cur.nextset():
                             break
             else:
-                acur = await conn.execute(step.query, step.params)
+                raw = native_form(step.query, step.params)
+                if raw is None:
+                    acur = await conn.execute(step.query, step.params)
+                else:
+                    acur = await psycopg.AsyncRawCursor(conn).execute(*raw)
                 if step.get == "all":
                     value = await acur.fetchall()
                 elif step.get == "one":
