@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -17,18 +16,10 @@ from agent_memory.errors import PrefectServerError
 from agent_memory.settings import PrefectSettings
 from agent_memory_deployments import local_server
 from agent_memory_deployments.server import free_port
+from tests.prefect_api import wait_for
 from tests.processes import ROOT, run_interpreter
 
 pytestmark = pytest.mark.system
-
-
-def wait_for(condition: object, what: str, within: float = 120.0) -> None:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if condition():  # type: ignore[operator]
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"{what}: not after {within} s")
 
 
 @pytest.mark.slow
@@ -52,9 +43,7 @@ def test_an_idle_server_stops_by_itself(tmp_path: Path) -> None:
         env={**os.environ, "PREFECT_HOME": str(home)},
     )
     try:
-        wait_for(lambda: local_server.read_state(home) is not None, "the server started")
-        server = local_server.read_state(home)
-        assert server is not None
+        server = wait_for("the server started", lambda: local_server.read_state(home), 120, keeper)
         keeper.wait(timeout=120)  # nobody touched it: idle, it stops
         assert keeper.returncode == 0
         assert not local_server.healthy(server.api_url)
