@@ -45,7 +45,10 @@ def check(conversation: Any, line: int) -> dict[str, Any]:
         for t, turn in enumerate(_need(session, "turns", list, at)):
             tid = _need(turn, "id", str, f"{at} turns[{t}]")
             speakers.append(_need(turn, "speaker", str, f"{at} turns[{t}]"))
-            _need(turn, "text", str, f"{at} turns[{t}]")
+            # a message with no text is stored but never indexed, which would shift every
+            # later turn of the session against the messages that stand for them
+            if not _need(turn, "text", str, f"{at} turns[{t}]").strip():
+                raise BackfillError(f"{at} turns[{t}]: turn {tid!r} has no text")
             if tid in turn_ids:
                 raise BackfillError(f"{at} turns[{t}]: turn id {tid!r} is used twice")
             turn_ids.add(tid)
@@ -61,6 +64,8 @@ def check(conversation: Any, line: int) -> dict[str, Any]:
         if not answers or unknown:
             raise BackfillError(f"{at}: answers {answers!r} name no turn of {cid}: {unknown}")
         _need(question, "category", str, at)
+        if not isinstance(question.get("answer", ""), str):
+            raise BackfillError(f"{at}: answer {question['answer']!r} is not a string")
         stale = question.get("superseded", [])
         if not isinstance(stale, list) or any(s not in turn_ids for s in stale):
             raise BackfillError(f"{at}: superseded {stale!r} names no turn of {cid}")
@@ -86,7 +91,14 @@ def read_dataset(path: Path | None) -> list[dict[str, Any]]:
             except json.JSONDecodeError as exc:
                 raise BackfillError(f"{path} line {n}: not JSON ({exc})") from None
         lines = parsed
-    return [check(conversation, n) for n, conversation in lines]
+    conversations = [check(conversation, n) for n, conversation in lines]
+    seen: set[str] = set()
+    for conversation in conversations:
+        # a conversation is a scope: two of one id would be scored as one
+        if conversation["id"] in seen:
+            raise BackfillError(f"conversation id {conversation['id']!r} is used twice")
+        seen.add(conversation["id"])
+    return conversations
 
 
 def episodes_jsonl(conversations: list[dict[str, Any]], path: Path) -> Path:

@@ -1,85 +1,153 @@
 """The loopback LLMs of the recall benchmark (benchmarks/recall.py): one that keeps every turn
 as a fact (turns mode) and an oracle that knows the answers (facts mode, ``--extractor
-oracle``). Each answers a consolidation prompt as ``tests.fake_llm`` replays it."""
+oracle``). Each answers a consolidation prompt as ``tests.fake_llm`` replays it.
+
+Both know the dataset, and find each episode of a prompt again among its sessions by the
+episode's messages, so a turn is always the whole turn of its own conversation: a multi-line
+or long message is not cut to the prompt's first line, and a turn id (unique only within a
+conversation, as ``D1:3`` is in every LoCoMo conversation) never names another conversation's
+turn.
+"""
 
 from __future__ import annotations
 
 import json
 import re
+from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
-_LINE = re.compile(r"^(?:USER|ASSISTANT): (.+)$", re.M)
 _KNOWN = re.compile(r"^\[(\d+)\] (.+) \((?:\w+), importance [0-9.]+\)$", re.M)
-_EPISODE = re.compile(r"^------ Episode (\d+) ", re.M)
+_EPISODE = re.compile(r"^------ Episode (\d+) \([^)]*\) ------$", re.M)
+# what the prompt keeps of a message (agent_memory.extraction.prompt.format_episodes)
+_PROMPT_CHARS = 20_000
 
 
-def every_turn(request: dict[str, Any]) -> Any:
-    """The answer of a model that keeps every message of the prompt's episodes as a fact,
-    naming the episode it comes from (the first that says it)."""
+def _start(text: str) -> str:
+    """What a session is looked up by: the start of its first message's first line."""
+    return text.split("\n", 1)[0][:40]
+
+
+Session = tuple[str, dict[str, Any]]  # conversation id, session
+
+
+class SessionIndex:
+    """The dataset's sessions, found again from the episodes of a consolidation prompt."""
+
+    def __init__(self, conversations: list[dict[str, Any]]) -> None:
+        self._by_start: dict[str, list[Session]] = defaultdict(list)
+        seen: dict[tuple[str, ...], str] = {}
+        for c in conversations:
+            for s in c["sessions"]:
+                texts = tuple(t["text"] for t in s["turns"])
+                if texts in seen:  # nothing in a prompt could tell the two apart
+                    raise ValueError(
+                        f"sessions {seen[texts]!r} and {s['id']!r} hold the same turns; "
+                        "the loopback model cannot tell which conversation a prompt is from"
+                    )
+                seen[texts] = s["id"]
+                self._by_start[_start(texts[0])].append((c["id"], s))
+
+    def episodes(self, prompt: str) -> list[tuple[int, str, dict[str, Any]]]:
+        """(episode number, conversation id, session) of each episode of ``prompt``."""
+        marks = list(_EPISODE.finditer(prompt))
+        found = []
+        for i, mark in enumerate(marks):
+            end = marks[i + 1].start() if i + 1 < len(marks) else len(prompt)
+            block = prompt[mark.end() : end]
+            first = _start(block.lstrip("\n").split(": ", 1)[-1])
+            matches = [
+                (cid, s)
+                for cid, s in self._by_start.get(first, [])
+                if _in_order(block, [t["text"][:_PROMPT_CHARS] for t in s["turns"]])
+            ]
+            if len(matches) != 1:
+                raise ValueError(
+                    f"episode {mark[1]} of a prompt is {len(matches)} sessions of the dataset: "
+                    f"{[s['id'] for _, s in matches]} (it starts {first[:60]!r})"
+                )
+            found.append((int(mark[1]), *matches[0]))
+        return found
+
+
+def _in_order(block: str, texts: list[str]) -> bool:
+    at = 0
+    for text in texts:
+        at = block.find(text, at)
+        if at < 0:
+            return False
+        at += len(text)
+    return True
+
+
+def _prompt(request: dict[str, Any]) -> str:
+    return "\n".join(str(m.get("content", "")) for m in request.get("messages", []))
+
+
+def every_turn(conversations: list[dict[str, Any]]) -> Callable[[dict[str, Any]], Any]:
+    """A model that keeps every turn of the prompt's episodes as a fact, whole, naming the
+    episode it comes from (the first that says it)."""
     from tests.fake_llm import Reply
 
-    prompt = "\n".join(str(m.get("content", "")) for m in request.get("messages", []))
-    first: dict[str, int] = {}
-    for number, text in _episode_lines(prompt):
-        first.setdefault(text, number)
-    return Reply(
-        json.dumps(
-            [{"op": "add", "content": t, "importance": 0.5, "episode": n} for t, n in first.items()]
+    index = SessionIndex(conversations)
+
+    def answer(request: dict[str, Any]) -> Any:
+        first: dict[str, int] = {}
+        for number, _, session in index.episodes(_prompt(request)):
+            for turn in session["turns"]:
+                first.setdefault(turn["text"], number)
+        return Reply(
+            json.dumps(
+                [
+                    {"op": "add", "content": t, "importance": 0.5, "episode": n}
+                    for t, n in first.items()
+                ]
+            )
         )
-    )
+
+    return answer
 
 
-def _episode_lines(prompt: str) -> list[tuple[int, str]]:
-    """(episode number, text) of each message of the prompt's episodes, in order."""
-    marks = list(_EPISODE.finditer(prompt))
-    lines: list[tuple[int, str]] = []
-    for i, mark in enumerate(marks):
-        end = marks[i + 1].start() if i + 1 < len(marks) else len(prompt)
-        lines += [
-            (int(mark[1]), t.strip())
-            for t in _LINE.findall(prompt[mark.start() : end])
-            if t.strip()
-        ]
-    return lines
-
-
-def oracle(conversations: list[dict[str, Any]]) -> Any:
+def oracle(conversations: list[dict[str, Any]]) -> Callable[[dict[str, Any]], Any]:
     """A loopback model that knows the answers: it adds each turn a question names as a fact
     (in the user's words) and, for a turn that changed an earlier answer, updates that fact
     (by its number when memory holds it, by ``replaces`` when this answer adds it). It
     measures what the pipeline does with a model's operations, not what a model finds."""
     from tests.fake_llm import Reply
 
-    text = {t["id"]: t["text"] for c in conversations for s in c["sessions"] for t in s["turns"]}
-    statements = {text[a] for c in conversations for q in c["questions"] for a in q["answers"]}
-    statements |= {
-        text[s] for c in conversations for q in c["questions"] for s in q.get("superseded", [])
-    }
-    replaced = {
-        text[a]: text[s]
-        for c in conversations
-        for q in c["questions"]
-        for a in q["answers"]
-        for s in q.get("superseded", [])
-    }
+    index = SessionIndex(conversations)
+    text = {(c["id"], t["id"]): t["text"] for c in conversations for s in c["sessions"]
+            for t in s["turns"]}  # fmt: skip
+    # what each conversation's questions name, and what a changed answer replaces
+    statements: dict[str, set[str]] = defaultdict(set)
+    replaced: dict[tuple[str, str], str] = {}
+    for c in conversations:
+        for q in c["questions"]:
+            stale = q.get("superseded", [])
+            statements[c["id"]] |= {text[c["id"], t] for t in [*q["answers"], *stale]}
+            for a in q["answers"]:
+                for s in stale:
+                    replaced[c["id"], text[c["id"], a]] = text[c["id"], s]
 
     def answer(request: dict[str, Any]) -> Any:
-        prompt = "\n".join(str(m.get("content", "")) for m in request.get("messages", []))
+        prompt = _prompt(request)
         start = prompt.find("------ Episode")
         known = {m[2]: int(m[1]) for m in _KNOWN.finditer(prompt[:start])}
         ops: list[dict[str, Any]] = []
         added: set[str] = set()
-        for number, said in _episode_lines(prompt):
-            if said not in statements or said in added:
-                continue
-            op: dict[str, Any] = {"op": "add", "content": said, "importance": 0.7}
-            old = replaced.get(said)
-            if old in known:
-                op = {**op, "op": "update", "id": known[old]}
-            elif old in added:
-                op = {**op, "op": "update", "replaces": old}
-            ops.append({**op, "episode": number})
-            added.add(said)
+        for number, cid, session in index.episodes(prompt):
+            for turn in session["turns"]:
+                said = turn["text"]
+                if said not in statements[cid] or said in added:
+                    continue
+                op: dict[str, Any] = {"op": "add", "content": said, "importance": 0.7}
+                old = replaced.get((cid, said))
+                if old in known:
+                    op = {**op, "op": "update", "id": known[old]}
+                elif old in added:
+                    op = {**op, "op": "update", "replaces": old}
+                ops.append({**op, "episode": number})
+                added.add(said)
         return Reply(json.dumps(ops))
 
     return answer

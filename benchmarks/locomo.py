@@ -86,6 +86,8 @@ def convert(sample: dict[str, Any]) -> tuple[dict[str, Any], int]:
                 "id": f"{cid}-q{i:04d}",
                 "question": str(qa["question"]),
                 "answers": answers,
+                # what the harness's sentence-level credit looks for (a number in a few)
+                "answer": str(qa.get("answer", "")),
                 "category": category,
                 "asked": asked.isoformat(),
             }

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import string
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -160,12 +161,13 @@ def _conversation(index: int, person: dict[str, str], rng: random.Random) -> dic
     asked = last.date() + timedelta(days=1)
     questions: list[dict[str, Any]] = []
 
-    def ask(text: str, category: str, answer: str, superseded: str | None = None) -> None:
+    def ask(text: str, category: str, turn: str, said: str, superseded: str | None = None) -> None:
         questions.append(
             {
                 "id": f"{cid}-q{len(questions) + 1:02d}",
                 "question": text.format(**person),
-                "answers": [answer],
+                "answers": [turn],
+                "answer": _answer(said, person),
                 "category": category,
                 "asked": asked.isoformat(),
                 **({"superseded": [superseded]} if superseded else {}),
@@ -181,18 +183,25 @@ def _conversation(index: int, person: dict[str, str], rng: random.Random) -> dic
                 raise ValueError(f"paraphrase {text!r} shares {shared} with {statement!r}")
             if category == "lexical" and not shared:
                 raise ValueError(f"lexical {text!r} shares no word with {statement!r}")
-            ask(text, category, said[(kind, "fact")])
-    for kind, (_, _, asks) in CHANGES.items():
+            ask(text, category, said[(kind, "fact")], statement)
+    for kind, (_, now, asks) in CHANGES.items():
         for text, category in asks:
             # what the answer used to be: inject must not give it back as current
             old = said[(kind, "old")] if category == "changed" else None
-            ask(text, category, said[(kind, "new")], old)
+            ask(text, category, said[(kind, "new")], now, old)
     return {
         "id": cid,
         "user": name,
         "sessions": sessions,
         "questions": questions,
     }
+
+
+def _answer(statement: str, person: dict[str, str]) -> str:
+    """What a question about a statement is answered with: the person's values the statement
+    names ("border collie Pixel"), or the statement itself when it names none."""
+    slots = [name for _, name, _, _ in string.Formatter().parse(statement) if name]
+    return " ".join(person[name] for name in slots) or statement
 
 
 def conversations(seed: int = 20261201) -> Iterator[dict[str, Any]]:
