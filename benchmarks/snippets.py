@@ -27,6 +27,7 @@ from typing import Any
 from agent_memory import MemoryManager
 from agent_memory.db import embeddings as embedding_repo
 from agent_memory.db import snippets as snippet_repo
+from agent_memory.db import term_counts
 from agent_memory.decay import today
 from agent_memory.local_embedding import load
 from agent_memory.models import Scope
@@ -69,6 +70,8 @@ def run(messages: int, iterations: int) -> dict[str, Any]:
             raise SystemExit(f"pgvector is needed: {reason}")
         embed_locally(conn, "snippets", "snippet_embeddings", "snippet_id", MODEL)
         embed_locally(conn, "memory_items", "fact_embeddings", "fact_id", MODEL)
+        # the full-text statistics' changes folded, as the consolidation flow does per scope
+        conn.execute(term_counts.COMPACT_SCOPE, SCOPE.as_dict())
         conn.execute("VACUUM ANALYZE")
         load_s = time.perf_counter() - started
         # the scope's own HNSW index, as the flows build it for a large scope

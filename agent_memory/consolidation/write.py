@@ -17,6 +17,7 @@ from agent_memory.db import episodes as episode_repo
 from agent_memory.db import facts as fact_repo
 from agent_memory.db import failures as failure_repo
 from agent_memory.db import jobs as job_repo
+from agent_memory.db import term_counts
 from agent_memory.decay import DEFAULT_REINFORCEMENT, Reinforcement
 from agent_memory.extraction.base import Extraction
 from agent_memory.extraction.summary import episode_summary
@@ -72,6 +73,8 @@ async def write_batch(
             model=extraction.extractor if extraction else None,
         )
         await failure_repo.clear(conn, scope)  # a failure streak ends with a consolidation
+        # the scope's full-text statistics: what this batch and the turns since the last wrote
+        await term_counts.compact(conn, scope)
     return ScopeResult(
         scope=scope,
         outcome=status,

@@ -45,6 +45,9 @@ STATEMENTS: list[tuple[str, str]] = [
     ("memory_items", f"DELETE FROM agent_memory.memory_items WHERE scope_key = {KEY}"),
     ("snippets", f"DELETE FROM agent_memory.snippets WHERE scope_key = {KEY}"),
     ("episodes", f"DELETE FROM agent_memory.episodes WHERE scope_key = {KEY}"),
+    # the words of the scope's rows, counted for full-text ranking (and the changes the
+    # deletions above just appended)
+    ("term_counts", f"DELETE FROM agent_memory.term_counts WHERE scope_key = {KEY}"),
     ("consolidation_jobs", f"DELETE FROM agent_memory.consolidation_jobs WHERE scope_key = {KEY}"),
     (
         "decay_runs",

@@ -71,7 +71,7 @@ _CURRENT = f"""{SCOPE_MATCH} AND m.superseded_at IS NULL
       AND {importance_on("m.expires_day", "%(day)s", "m.half_life")} >= %(min_importance)s"""
 
 
-def text_hits(table: str, where: str, tie: str) -> str:
+def text_hits(table: str, where: str, tie: str, corpus: str | None = None) -> str:
     """CTEs ranking the rows of ``table`` (alias ``m``) that ``where`` admits by full text
     against the question: ``text_hits(id, r, n)``, rank ``r`` and the share ``n`` in [0, 1]
     of the question's weight that a row holds. Equal scores: the larger ``tie`` first.
@@ -81,35 +81,59 @@ def text_hits(table: str, where: str, tie: str) -> str:
     ts_rank has no IDF, so a common word ("now", "work") would weigh as much as the one that
     says what is asked. A question's first 32 distinct words (in lexeme order) are weighed.
 
-    So that a large scope costs about what a small one does, the statistics come from a
-    sample, the scope's ``_SAMPLE`` first rows by ``tie`` (through its index; a smaller scope is
-    all in it, and exact), and the rows scored are the sample's matches and, in the whole
-    scope, the rows holding a word rare in the sample (in 1% of it or less): a common word alone
-    says little about any one row, and is not worth scanning the scope for. A scope the sample
-    holds whole is not searched again (a GIN scan for a word would read every scope's rows).
+    The statistics are the scope's own, exact: how many of its rows hold each word, how many
+    rows it has and their total length, kept by ``agent_memory.term_counts`` (``corpus`` 'f'
+    for facts, 's' for conversation sentences; sql/0017_term_counts.sql) as rows are written,
+    whatever their order. They cover every current row of the scope; ``where`` may narrow the
+    rows ranked (a date range, an importance floor) but not the statistics. With no ``corpus``
+    (the Store's documents, a namespace's rather than a scope's) they are counted over the rows
+    ``where`` admits, on every call.
+
+    The rows scored: every row of the scope holding one of the question's rarest words, in
+    order of rarity as many words as hold at most ``GATHER`` rows between them, and, among the
+    scope's ``_SAMPLE`` latest rows by ``tie``, every row holding any of its words; a large scope
+    so costs about what a small one does. A row holding only words more common than those
+    gathered, and older than the latest ``_SAMPLE``, is not scored; by BM25 it could score at
+    most ``1.69 * sum(idf)`` over those words, each of which is in more of the scope's rows than
+    any word that was gathered. A scope of ``_SAMPLE`` rows or fewer, or a question whose words
+    hold ``GATHER`` rows or fewer in all, is ranked exactly.
     """
-    return f"""terms AS (
+    if corpus is None:
+        rows = f"SELECT count(*) AS n, coalesce(avg(length(m.search)), 0) AS avg_len FROM {table} m"
+        held = f"SELECT count(*) AS n FROM {table} m WHERE {where} AND m.search @@ t.q"
+        counts = f"{rows} WHERE {where}"
+    else:
+        counted = f"agent_memory.term_counts k WHERE k.corpus = '{corpus}' AND k.{SCOPE_MATCH}"
+        counts = f"""SELECT coalesce(sum(k.docs), 0) AS n,
+           coalesce(sum(k.size), 0)::float8 / greatest(coalesce(sum(k.docs), 0), 1) AS avg_len
+    FROM {counted} AND k.lexeme = ''"""
+        held = f"SELECT coalesce(sum(k.docs), 0) AS n FROM {counted} AND k.lexeme = t.lexeme"
+    return f"""query AS MATERIALIZED {QUERY},
+terms AS (
     SELECT lexeme, quote_literal(lexeme)::tsquery AS q
     FROM unnest(tsvector_to_array(to_tsvector('english', %(text)s))) AS lexeme
     LIMIT 32
+),
+corpus AS MATERIALIZED ({counts} AND %(text)s::text IS NOT NULL),
+weights AS MATERIALIZED (
+    SELECT t.q, df.n AS df, ln(1 + (c.n - df.n + 0.5) / (df.n + 0.5)) AS idf, c.avg_len
+    FROM terms t CROSS JOIN corpus c CROSS JOIN LATERAL ({held}) AS df
 ),
 sample AS MATERIALIZED (
     SELECT m.id, m.{tie}, m.search FROM {table} m
     WHERE %(text)s::text IS NOT NULL AND {where}
     ORDER BY m.{tie} DESC LIMIT {_SAMPLE}
 ),
-corpus AS (SELECT count(*) AS n, avg(length(search)) AS avg_len FROM sample),
-weights AS MATERIALIZED (
-    SELECT t.q, ln(1 + (c.n - df.n + 0.5) / (df.n + 0.5)) AS idf, c.avg_len,
-           df.n <= 0.01 * c.n AS rare
-    FROM terms t CROSS JOIN corpus c
-    CROSS JOIN LATERAL (SELECT count(*) AS n FROM sample s WHERE s.search @@ t.q) AS df
+gathered AS MATERIALIZED (
+    SELECT string_agg(q::text, ' | ')::tsquery AS q
+    FROM (SELECT q, sum(df) OVER (ORDER BY df, q::text) AS held FROM weights WHERE df > 0)
+         AS rarest
+    WHERE held <= {GATHER}
 ),
-rare AS MATERIALIZED (SELECT string_agg(q::text, ' | ')::tsquery AS q FROM weights WHERE rare),
-matched AS (
-    SELECT m.id, m.{tie}, m.search FROM {table} m, rare
-    WHERE rare.q IS NOT NULL AND (SELECT n FROM corpus) >= {_SAMPLE}
-      AND {where} AND m.search @@ rare.q
+matched AS MATERIALIZED (
+    SELECT m.id, m.{tie}, m.search FROM {table} m, gathered
+    WHERE gathered.q IS NOT NULL AND (SELECT count(*) FROM sample) >= {_SAMPLE}
+      AND {where} AND m.search @@ gathered.q
     UNION
     SELECT s.id, s.{tie}, s.search FROM sample s, query WHERE s.search @@ query.q
 ),
@@ -117,17 +141,18 @@ text_hits AS (
     SELECT id, row_number() OVER (ORDER BY rank DESC, {tie} DESC, id) AS r,
            least(1, coalesce(rank / nullif((SELECT sum(idf) FROM weights), 0), 1)) AS n
     FROM (SELECT m.id, m.{tie},
-                 sum(w.idf * 2.2 / (1 + 1.2 * (0.25 + 0.75 * length(m.search)
-                                                      / greatest(w.avg_len, 1)))) AS rank
-          FROM matched m, weights w
-          WHERE m.search @@ w.q
-          GROUP BY m.id, m.{tie}) AS scored
-    ORDER BY r LIMIT %(candidates)s
+                 (SELECT sum(w.idf) FROM weights w WHERE w.df > 0 AND m.search @@ w.q) * 2.2
+                 / (1 + 1.2 * (0.25 + 0.75 * length(m.search)
+                                      / greatest((SELECT avg_len FROM corpus), 1))) AS rank
+          FROM matched m
+          ORDER BY rank DESC, m.{tie} DESC, m.id LIMIT %(candidates)s) AS best
 )"""
 
 
-# rows of a scope the full-text statistics are taken from (see text_hits)
+# the scope's latest rows, whose matches are scored whatever their words (see text_hits)
 _SAMPLE = 500
+# the rows a question's rarest words may hold between them to be scored (see text_hits)
+GATHER = 500
 
 
 def vector_hits(
@@ -202,14 +227,13 @@ FUSED = """fused AS (
     GROUP BY id
 )"""
 
-_TEXT_HITS = text_hits("agent_memory.memory_items", _CURRENT, "expires_day")
+_TEXT_HITS = text_hits("agent_memory.memory_items", _CURRENT, "expires_day", "f")
 _VECTOR_HITS = vector_hits(
     "agent_memory.memory_items", "agent_memory.fact_embeddings", "fact_id", _CURRENT
 )
 
 _RANK = f"""
-WITH query AS MATERIALIZED {QUERY},
-{_TEXT_HITS},
+WITH {_TEXT_HITS},
 {{vector_hits}},
 top AS (
     SELECT m.id FROM agent_memory.memory_items m

@@ -19,7 +19,6 @@ from agent_memory.db.fusion import DEFAULT_FUSION, Fusion
 from agent_memory.db.recall import (
     FUSED,
     NO_VECTOR_HITS,
-    QUERY,
     by_id,
     fetch_ranking_steps,
     text_hits,
@@ -33,8 +32,7 @@ _IN_RANGE = f"""m.{SCOPE_MATCH}
       AND m.occurred_at < coalesce(%(until)s, 'infinity'::timestamptz)"""
 
 _SEARCH = f"""
-WITH query AS MATERIALIZED {QUERY},
-{text_hits("agent_memory.snippets", _IN_RANGE, "occurred_at")},
+WITH {text_hits("agent_memory.snippets", _IN_RANGE, "occurred_at", "s")},
 {{vector_hits}},
 {FUSED}
 SELECT s.id, s.episode_id, s.position, s.speaker, s.occurred_at, s.content,

@@ -20,7 +20,7 @@ from psycopg.types.json import Jsonb
 from agent_memory.db.dual import Run, Steps
 from agent_memory.db.facts import SUPERSEDE, UPSERT, content_hash
 from agent_memory.db.fragments import SCOPE_MATCH, importance_on
-from agent_memory.db.recall import QUERY, text_hits
+from agent_memory.db.recall import text_hits
 from agent_memory.errors import InvalidStoreRequestError
 from agent_memory.models import SCOPE_FIELDS, Scope
 
@@ -277,8 +277,7 @@ def ranked_documents_steps(
     document = _DOCUMENT.format(under=f"({under})")
     hits = text_hits("agent_memory.store_items", f"{document} AND {condition}", "updated_at")
     rows = yield Run(
-        f"""WITH query AS MATERIALIZED {QUERY},
-{hits}
+        f"""WITH {hits}
 SELECT m.{_COLUMNS.replace(", ", ", m.")}, h.n, 's' || m.id
 FROM text_hits h JOIN agent_memory.store_items m ON m.id = h.id
 WHERE h.n > 0

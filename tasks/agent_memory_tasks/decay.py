@@ -9,6 +9,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from agent_memory import analytics
 from agent_memory.db import decay as decay_repo
+from agent_memory.db import term_counts
 from agent_memory.db.migrations import policy_params
 from agent_memory.decay import DecayPolicy
 from agent_memory.models import Scope
@@ -43,6 +44,8 @@ async def purge_faded_facts(
     """Delete what has faded below the threshold on ``as_of`` (idempotent for a given day)."""
     async with pool.connection() as conn:
         purged = await decay_repo.purge(conn, purge_below, as_of, scope, batch)
+        # the full-text statistics' changes, the purge's and the day's writes', folded
+        await term_counts.compact(conn, scope)
     get_run_logger().info("purged %d fact(s) below %s as of %s", purged, purge_below, as_of)
     return purged
 

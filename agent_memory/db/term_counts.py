@@ -1,0 +1,33 @@
+"""The scopes' full-text statistics (sql/0017_term_counts.sql): folding the changes appended by
+each write into one row per word, so that a reader sums few rows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+from agent_memory.db.fragments import SCOPE_MATCH
+from agent_memory.models import Scope
+
+COMPACT_SCOPE = (
+    "SELECT agent_memory.compact_term_counts(" + SCOPE_MATCH.removeprefix("scope_key = ") + ")"
+)
+
+# every scope with a word counted in more than one row
+COMPACT_ALL = """
+SELECT coalesce(sum(agent_memory.compact_term_counts(scope_key)), 0)
+FROM (SELECT DISTINCT scope_key FROM agent_memory.term_counts
+      GROUP BY corpus, scope_key, lexeme HAVING count(*) > 1) AS spread
+"""
+
+
+async def compact(conn: psycopg.AsyncConnection[Any], scope: Scope | None = None) -> int:
+    """Fold ``scope``'s counts (every scope's when None); how many rows that removed. A scope
+    another transaction is folding at the time is left to it."""
+    if scope is None:
+        cur = await conn.execute(COMPACT_ALL)
+    else:
+        cur = await conn.execute(COMPACT_SCOPE, scope.as_dict())
+    row = await cur.fetchone()
+    return int(row[0]) if row and row[0] is not None else 0
