@@ -73,6 +73,17 @@ def _words(text: str) -> set[str]:
     return {w for w in re.findall(r"\w+", text.lower()) if len(w) > 3}
 
 
+def _cut(snippet: Snippet) -> Snippet:
+    """The snippet with its text and its reply's cut to what one may inject."""
+    update: dict[str, Any] = {}
+    if len(snippet.content) > _SNIPPET_MAX_CHARS:
+        update["content"] = snippet.content[: _SNIPPET_MAX_CHARS - 1] + "\u2026"
+    if snippet.reply is not None and len(snippet.reply.content) > _SNIPPET_MAX_CHARS:
+        text = snippet.reply.content[: _SNIPPET_MAX_CHARS - 1] + "\u2026"
+        update["reply"] = snippet.reply.model_copy(update={"content": text})
+    return snippet.model_copy(update=update) if update else snippet
+
+
 def _covers(fact: set[str], snippet: set[str]) -> bool:
     """True when a fact says what a snippet says (most of the shorter one's words)."""
     if not fact or not snippet:
@@ -165,39 +176,46 @@ class Injector(Searcher):
             limit=snippet_rows(m.inject_snippets_tokens),
             candidates=m.inject_candidates,
             fusion=fusion.Fusion.of(m),
+            replies=m.inject_snippet_replies,
         )
         params["model"] = plan.params.get("model")
         # read now: the fact ranking, running beside the search, may fall back to full text
         return SnippetQuery(scope, params, plan.vector)
 
     def _chosen_snippets(self, found: list[Snippet], facts: recall_repo.Ranked) -> list[Snippet]:
-        """The best snippets within the token budget, skipping what an injected fact says."""
+        """The best snippets within the token budget, skipping what an injected fact or a
+        better snippet already says. A question's reply counts as what the snippet says: the
+        question alone is context for it."""
         budget = self.settings.memory.inject_snippets_tokens * _CHARS_PER_TOKEN
         facts_say = [_words(content) for _, content, _, _ in facts]
         chosen: list[tuple[Snippet, set[str]]] = []
+        shown: set[tuple[int, int]] = set()  # (episode, position) of each message shown whole
         for snippet in found:
-            if len(snippet.content) > _SNIPPET_MAX_CHARS:
-                snippet = snippet.model_copy(
-                    update={"content": snippet.content[: _SNIPPET_MAX_CHARS - 1] + "\u2026"}
-                )
-            words = _words(snippet.content)
+            snippet = _cut(snippet)
+            if snippet.reply is not None and (snippet.episode_id, snippet.reply.position) in shown:
+                snippet = snippet.model_copy(update={"reply": None})  # said already
+            if snippet.reply is None and (snippet.episode_id, snippet.position) in shown:
+                continue
+            says = _words(snippet.reply.content if snippet.reply else snippet.content)
             # what a fact or a better snippet already says is not worth its tokens again
-            if any(_covers(said, words) for said in facts_say):
+            if any(_covers(said, says) for said in facts_say):
                 continue
             cost = len(snippet.line())
-            same = next((i for i, (_, said) in enumerate(chosen) if _covers(said, words)), None)
+            same = next((i for i, (_, said) in enumerate(chosen) if _covers(said, says)), None)
             if same is not None:
                 # the user's own words stand in for another's restatement of them, at its rank
                 other = chosen[same][0]
                 freed = len(other.line())
                 if snippet.speaker == "user" != other.speaker and cost <= budget + freed:
                     budget += freed - cost
-                    chosen[same] = (snippet.model_copy(update={"score": other.score}), words)
+                    chosen[same] = (snippet.model_copy(update={"score": other.score}), says)
                 continue
             if cost > budget:
                 break
             budget -= cost
-            chosen.append((snippet, words))
+            chosen.append((snippet, says))
+            if snippet.reply is not None:
+                shown.add((snippet.episode_id, snippet.reply.position))
         return [snippet for snippet, _ in chosen]
 
     def _frame(

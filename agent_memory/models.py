@@ -258,8 +258,17 @@ class HistoryEntry(BaseModel):
     summary: str
 
 
+class Reply(BaseModel):
+    """The message that answered a question of a past conversation."""
+
+    position: int  # its index in the episode
+    speaker: str
+    content: str
+
+
 class Snippet(BaseModel):
-    """A message of a past conversation, found by relevance to a question."""
+    """A sentence of a message of a past conversation, found by relevance to a question; a
+    question comes with the reply that followed it."""
 
     id: int
     episode_id: int
@@ -268,10 +277,12 @@ class Snippet(BaseModel):
     occurred_at: datetime
     content: str
     score: float = 0.0
+    reply: Reply | None = None
 
     def line(self) -> str:
-        """The snippet as a dated, attributed line for a prompt."""
-        return f"{self.occurred_at:%Y-%m-%d}, {self.speaker}: {self.content}"
+        """The snippet as a dated, attributed line for a prompt (with the reply, if any)."""
+        said = f"{self.occurred_at:%Y-%m-%d}, {self.speaker}: {self.content}"
+        return f"{said} \u2014 {self.reply.speaker}: {self.reply.content}" if self.reply else said
 
 
 class WorkingMemoryFrame(BaseModel):

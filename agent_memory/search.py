@@ -211,6 +211,7 @@ class Searcher:
             limit=limit,
             candidates=max(m.inject_candidates, limit),
             fusion=fusion.Fusion.of(m),
+            replies=m.inject_snippet_replies,
         )
         vector = None
         if self.settings.embedding.active_model is not None:

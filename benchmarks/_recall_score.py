@@ -8,7 +8,8 @@ An injected item (a fact or a snippet) *stands for* a turn: in turns mode a fact
 turn (its text normalised as the pipeline normalises a fact, or cut as the pipeline cuts one
 past its length limit), and every turn of the conversation with that text; in facts mode a fact
 stands for the turn of its source episodes whose words it shares most; a snippet stands for the
-message it is a sentence of.
+message it is a sentence of, and for the reply shown with it (a question's), whose words count
+as its own.
 
 An item *holds* a question's answer (sentence-level credit, what ``recall@k`` counts) when it
 stands for an answering turn and its own text says the answer: at least half (rounded up) of
@@ -146,20 +147,29 @@ def injected(
             (facts.get(f, none), c)
             for f, c in zip(frame.fact_ids, frame.injected_facts, strict=True)
         ]
-        return ranked + [(_one(snippets, s), s.content) for s in frame.snippets]
+        return ranked + [(_one(snippets, s), _text(s)) for s in frame.snippets]
     items = [
         (score, facts.get(f, none), content)
         for f, content, score in zip(
             frame.fact_ids, frame.injected_facts, frame.scores, strict=True
         )
     ]
-    items += [(s.score, _one(snippets, s), s.content) for s in frame.snippets]
+    items += [(s.score, _one(snippets, s), _text(s)) for s in frame.snippets]
     return [(turns, text) for _, turns, text in sorted(items, key=lambda item: -item[0])]
 
 
 def _one(snippets: dict[tuple[int, int], Turn], snippet: Any) -> set[Turn]:
-    turn = snippets.get((snippet.episode_id, snippet.position))
-    return {turn} if turn is not None else set()
+    """The turns a snippet stands for: its message's, and its reply's when it has one."""
+    positions = [snippet.position]
+    if getattr(snippet, "reply", None) is not None:
+        positions.append(snippet.reply.position)
+    found = (snippets.get((snippet.episode_id, p)) for p in positions)
+    return {turn for turn in found if turn is not None}
+
+
+def _text(snippet: Any) -> str:
+    reply = getattr(snippet, "reply", None)
+    return f"{snippet.content} {reply.content}" if reply is not None else str(snippet.content)
 
 
 class Answer:

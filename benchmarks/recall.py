@@ -74,6 +74,8 @@ RANKINGS: dict[str, dict[str, Any]] = {
     "hybrid_unfloored": {"inject_ranking": "hybrid", "inject_vector_floor": False, **_FACTS_ONLY},
     # the default: facts, then the past messages they do not cover, within the token budget
     "hybrid_snippets": {"inject_ranking": "hybrid"},
+    # the default without a question's reply shown with it
+    "hybrid_snippets_no_replies": {"inject_ranking": "hybrid", "inject_snippet_replies": False},
 }
 DB_NAME = "agent_memory_recall"
 # conversation per call of the loopback models: small enough that a call's answer (a fact per

@@ -269,6 +269,51 @@ async def test_the_users_words_stand_in_for_a_restatement_of_them(
     assert [s.speaker for s in frame.snippets] == ["user"]
 
 
+async def test_a_question_comes_with_the_reply_that_answers_it(settings: Settings) -> None:
+    """The question matches the words asked; its reply, which says the answer in none of them,
+    is shown with it, attributed, and counts as what the snippet says."""
+    recorder = await MemoryManager.create(settings=settings, migrate=False)
+    try:
+        await recorder.record(
+            ALEX,
+            [
+                AIMessage("Can your dog do any tricks yet?"),
+                HumanMessage("Sit, stay, paw and roll over!"),
+                AIMessage("Which tricks will you teach next?"),  # followed by its own speaker
+                AIMessage("Maybe fetch."),
+            ],
+            occurred_at=MARCH,
+        )
+    finally:
+        await recorder.close()
+    question = "What tricks can my dog do?"
+    manager = await tuned(settings, inject_snippets_tokens=100)
+    try:
+        frame = await manager.inject(ALEX, query=question)
+        first = frame.snippets[0]
+        assert first.content == "Can your dog do any tricks yet?"
+        assert first.reply is not None
+        assert (first.reply.speaker, first.reply.content) == (
+            "user",
+            "Sit, stay, paw and roll over!",
+        )
+        assert "yet? \u2014 user: Sit, stay, paw and roll over!" in frame.context
+        # the same speaker going on is no reply; the reply shown is not shown again alone
+        assert all(s.reply is None for s in frame.snippets[1:])
+        assert "Sit, stay" not in [s.content for s in frame.snippets[1:]]
+        found = await manager.search_conversations(ALEX, question)
+        assert found[0].reply == first.reply
+    finally:
+        await manager.close()
+    off = await tuned(settings, inject_snippets_tokens=100, inject_snippet_replies=False)
+    try:
+        frame = await off.inject(ALEX, query=question)
+        assert [s.reply for s in frame.snippets] == [None] * len(frame.snippets)
+        assert frame.snippets[0].content == "Can your dog do any tricks yet?"
+    finally:
+        await off.close()
+
+
 def test_the_search_command_prints_dated_attributed_messages(
     database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -25,24 +25,41 @@ from agent_memory.db.recall import (
     vector_hits,
 )
 from agent_memory.decay import day_index
-from agent_memory.models import Scope, Snippet
+from agent_memory.models import Reply, Scope, Snippet
 
 _IN_RANGE = f"""m.{SCOPE_MATCH}
       AND m.occurred_at >= coalesce(%(since)s, '-infinity'::timestamptz)
       AND m.occurred_at < coalesce(%(until)s, 'infinity'::timestamptz)"""
 
+# A question's sentence is shown with the reply that follows it (the next message of the
+# episode, by another speaker): a question says what was asked, the reply what is true, and a
+# question that restates the user's words matches them better than the short reply that
+# answers it ("Can they do any tricks?" before "Sit, stay, paw and rollover").
 _SEARCH = f"""
 WITH {text_hits("agent_memory.snippets", _IN_RANGE, "occurred_at", "s")},
 {{vector_hits}},
-{FUSED}
-SELECT s.id, s.episode_id, s.position, s.speaker, s.occurred_at, s.content,
-       f.relevance * (1 - %(prior_weight)s + %(prior_weight)s
-           * exp(greatest(-ln(2) * greatest(%(day)s - agent_memory.day_index(s.occurred_at), 0)
-                          / %(half_life)s::float8, -700))) AS score
-FROM fused f CROSS JOIN LATERAL {by_id("agent_memory.snippets", "f.id")} AS s
-WHERE f.relevance > 0
-ORDER BY score DESC, s.occurred_at DESC, s.id
-LIMIT %(limit)s
+{FUSED},
+best AS (
+    SELECT s.id, s.episode_id, s.position, s.speaker, s.occurred_at, s.content,
+           f.relevance * (1 - %(prior_weight)s + %(prior_weight)s
+               * exp(greatest(-ln(2) * greatest(%(day)s - agent_memory.day_index(s.occurred_at), 0)
+                              / %(half_life)s::float8, -700))) AS score
+    FROM fused f CROSS JOIN LATERAL {by_id("agent_memory.snippets", "f.id")} AS s
+    WHERE f.relevance > 0
+    ORDER BY score DESC, s.occurred_at DESC, s.id
+    LIMIT %(limit)s
+)
+SELECT b.id, b.episode_id, b.position, b.speaker, b.occurred_at, b.content, b.score,
+       reply.position, reply.speaker, reply.content
+FROM best b
+LEFT JOIN LATERAL (
+    SELECT n.position, n.speaker, string_agg(n.content, ' ' ORDER BY n.part) AS content
+    FROM agent_memory.snippets n
+    WHERE %(replies)s::bool AND b.content ~ '[?][^[:alnum:]]*$'
+      AND n.episode_id = b.episode_id AND n.position = b.position + 1 AND n.speaker <> b.speaker
+    GROUP BY n.position, n.speaker
+) AS reply ON true
+ORDER BY b.score DESC, b.occurred_at DESC, b.id
 """
 
 SEARCH_TEXT = _SEARCH.format(vector_hits=NO_VECTOR_HITS)
@@ -77,7 +94,9 @@ def search_params(
     limit: int = 10,
     candidates: int = 50,
     fusion: Fusion = DEFAULT_FUSION,
+    replies: bool = True,
 ) -> dict[str, Any]:
+    """The parameters of a search; ``replies``: a question is shown with the reply after it."""
     return {
         **scope.as_dict(),
         "text": text,
@@ -88,6 +107,7 @@ def search_params(
         "day": day_index(on),
         "limit": limit,
         "candidates": candidates,
+        "replies": replies,
         **fusion.params(),
     }
 
@@ -111,6 +131,7 @@ def _snippets(rows: list[Any]) -> list[Snippet]:
             occurred_at=r[4],
             content=r[5],
             score=round(float(r[6]), 6),
+            reply=Reply(position=r[7], speaker=r[8], content=r[9]) if r[7] is not None else None,
         )
         for r in rows
     ]

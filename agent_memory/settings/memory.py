@@ -143,6 +143,11 @@ class MemorySettings(BaseSettings):
         description="tokens of past conversation messages relevant to the question to inject "
         "besides the facts (0: none); about four characters a token",
     )
+    inject_snippet_replies: bool = Field(
+        default=True,
+        description="a past message that asks a question is injected with the reply after it "
+        "(the next message, by another speaker), which says what the question only asks",
+    )
     inject_reinforce: bool = Field(
         default=False,
         description="restart the decay clock of injected facts (at most once a day per fact)",
