@@ -314,6 +314,23 @@ async def test_a_question_comes_with_the_reply_that_answers_it(settings: Setting
         await off.close()
 
 
+async def test_a_question_naming_someone_finds_what_they_said(manager: MemoryManager) -> None:
+    """The speaker is part of what a message says: a question naming Calvin matches Calvin's
+    own messages, and a message that only addresses him does not outrank them."""
+    await manager.record(
+        ALEX,
+        [
+            HumanMessage("I went hiking on Sunday.", name="Dana"),
+            AIMessage("Thanks, Calvin!", name="Dana"),
+            AIMessage("I went hiking on Saturday.", name="Calvin"),
+            HumanMessage("See you soon.", name="Dana"),
+        ],
+        occurred_at=MARCH,
+    )
+    found = await manager.search_conversations(ALEX, "When did Calvin go hiking?")
+    assert [(s.speaker, s.content) for s in found[:1]] == [("Calvin", "I went hiking on Saturday.")]
+
+
 def test_the_search_command_prints_dated_attributed_messages(
     database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
