@@ -116,6 +116,8 @@ def episodes_jsonl(conversations: list[dict[str, Any]], path: Path) -> Path:
                         {
                             "role": "user" if t["speaker"] == c["user"] else "assistant",
                             "content": t["text"],
+                            # who said it, as a chat application names a message's author
+                            "name": t["speaker"],
                         }
                         for t in turns
                     ],

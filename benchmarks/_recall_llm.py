@@ -84,9 +84,15 @@ def _prompt(request: dict[str, Any]) -> str:
     return "\n".join(str(m.get("content", "")) for m in request.get("messages", []))
 
 
+def attributed(turn: dict[str, Any]) -> str:
+    """A turn as a fact that stands on its own: who said it, then what they said."""
+    return f"{turn['speaker']}: {turn['text']}"
+
+
 def every_turn(conversations: list[dict[str, Any]]) -> Callable[[dict[str, Any]], Any]:
-    """A model that keeps every turn of the prompt's episodes as a fact, whole, naming the
-    episode it comes from (the first that says it)."""
+    """A model that keeps every turn of the prompt's episodes as a fact, whole and attributed
+    ("Caroline: I went to a support group."), naming the episode it comes from (the first
+    that says it)."""
     from tests.fake_llm import Reply
 
     index = SessionIndex(conversations)
@@ -95,7 +101,7 @@ def every_turn(conversations: list[dict[str, Any]]) -> Callable[[dict[str, Any]]
         first: dict[str, int] = {}
         for number, _, session in index.episodes(_prompt(request)):
             for turn in session["turns"]:
-                first.setdefault(turn["text"], number)
+                first.setdefault(attributed(turn), number)
         return Reply(
             json.dumps(
                 [

@@ -5,11 +5,11 @@ indexed message stand for, where inject put a question's answer, and the figures
 A turn is ``(conversation id, turn id)``: turn ids are unique only within a conversation.
 
 An injected item (a fact or a snippet) *stands for* a turn: in turns mode a fact is the whole
-turn (its text normalised as the pipeline normalises a fact, or cut as the pipeline cuts one
-past its length limit), and every turn of the conversation with that text; in facts mode a fact
-stands for the turn of its source episodes whose words it shares most; a snippet stands for the
-message it is a sentence of, and for the reply shown with it (a question's), whose words count
-as its own.
+turn, attributed ("Speaker: text", normalised as the pipeline normalises a fact, or cut as the
+pipeline cuts one past its length limit), and every turn of the conversation with that text;
+in facts mode a fact stands for the turn of its source episodes whose words it shares most; a
+snippet stands for the message it is a sentence of, and for the reply shown with it (a
+question's), whose words count as its own.
 
 An item *holds* a question's answer (sentence-level credit, what ``recall@k`` counts) when it
 stands for an answering turn and its own text says the answer: at least half (rounded up) of
@@ -34,6 +34,7 @@ import psycopg
 
 from benchmarks import recall_set
 from benchmarks._common import percentile
+from benchmarks._recall_llm import attributed
 
 KS = (1, 5, 10, 20)
 
@@ -100,8 +101,9 @@ def _whole_turn_facts(
     conn: psycopg.Connection[Any], conversations: list[dict[str, Any]]
 ) -> dict[int, set[Turn]]:
     by_text: dict[str, dict[str, list[Turn]]] = defaultdict(lambda: defaultdict(list))
-    for (cid, tid), text in turn_texts(conversations).items():
-        by_text[cid][normalised(text)].append((cid, tid))
+    for c in conversations:
+        for t in (t for s in c["sessions"] for t in s["turns"]):
+            by_text[c["id"]][normalised(attributed(t))].append((c["id"], t["id"]))
     out: dict[int, set[Turn]] = {}
     for fact_id, cid, content in conn.execute(CURRENT_FACTS):
         texts = by_text.get(cid, {})

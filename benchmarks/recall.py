@@ -211,10 +211,9 @@ async def evaluate(
 
 
 def meets_bounds(result: dict[str, Any]) -> bool:
-    """Issue 12's bound for the built-in set in turns mode: hybrid recall@10 at least 0.80 and
-    0.05 above each of full text and vectors alone."""
-    at10 = {name: float(r["overall"]["recall@10"]) for name, r in result["rankings"].items()}
-    return at10["hybrid"] >= 0.80 and at10["hybrid"] >= max(at10["text"], at10["vector"]) + 0.05
+    """Issue 36's bound for the built-in set, in either mode: the default inject (the hybrid
+    with snippets) has recall@10 of at least 0.85."""
+    return float(result["rankings"]["hybrid_snippets"]["overall"]["recall@10"]) >= 0.85
 
 
 def main(argv: list[str] | None = None) -> int:

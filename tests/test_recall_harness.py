@@ -69,9 +69,10 @@ async def test_turns_mode_ranks_every_method_in_one_run(
     result: dict[str, Any] = await recall.evaluate(
         settings.model_copy(update={"llm": llm}), conversations, "turns", tmp_path
     )
-    # one fact per distinct turn text of a conversation (a scope), each traced to its turn
+    # one fact per distinct attributed turn of a conversation (a scope), each traced to it
     distinct = sum(
-        len({t["text"] for s in c["sessions"] for t in s["turns"]}) for c in conversations
+        len({(t["speaker"], t["text"]) for s in c["sessions"] for t in s["turns"]})
+        for c in conversations
     )
     assert result["facts"] == result["facts_mapped_to_turns"] == distinct
     figures = {name: r["overall"] for name, r in result["rankings"].items()}
