@@ -206,7 +206,7 @@ class Injector(Searcher):
                 # the user's own words stand in for another's restatement of them, at its rank
                 other = chosen[same][0]
                 freed = len(other.line())
-                if snippet.speaker == "user" != other.speaker and cost <= budget + freed:
+                if snippet.role == "user" != other.role and cost <= budget + freed:
                     budget += freed - cost
                     chosen[same] = (snippet.model_copy(update={"score": other.score}), says)
                 continue

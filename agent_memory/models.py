@@ -273,10 +273,11 @@ class Snippet(BaseModel):
     id: int
     episode_id: int
     position: int  # the message's index in its episode
-    speaker: str
+    speaker: str  # its author's name, else its role
     occurred_at: datetime
     content: str
     score: float = 0.0
+    role: str | None = None  # user, assistant, ...
     reply: Reply | None = None
 
     def line(self) -> str:

@@ -267,6 +267,18 @@ async def test_the_users_words_stand_in_for_a_restatement_of_them(
     )
     frame = await manager.inject(ALEX, query="border collie called Pixel")
     assert [s.speaker for s in frame.snippets] == ["user"]
+    # the same when messages carry their authors' names: the role says who the user is
+    bob = Scope("bob", "assistant")
+    await manager.record(
+        bob,
+        [
+            HumanMessage("Long day. I adopted a tabby cat called Biscuit.", name="Bob"),
+            AIMessage("Got it, you adopted a tabby cat called Biscuit.", name="Ada"),
+        ],
+        occurred_at=MARCH,
+    )
+    frame = await manager.inject(bob, query="tabby cat called Biscuit")
+    assert [(s.speaker, s.role) for s in frame.snippets] == [("Bob", "user")]
 
 
 async def test_a_question_comes_with_the_reply_that_answers_it(settings: Settings) -> None:

@@ -40,7 +40,7 @@ WITH {text_hits("agent_memory.snippets", _IN_RANGE, "occurred_at", "s")},
 {{vector_hits}},
 {FUSED},
 best AS (
-    SELECT s.id, s.episode_id, s.position, s.speaker, s.occurred_at, s.content,
+    SELECT s.id, s.episode_id, s.position, s.speaker, s.role, s.occurred_at, s.content,
            f.relevance * (1 - %(prior_weight)s + %(prior_weight)s
                * exp(greatest(-ln(2) * greatest(%(day)s - agent_memory.day_index(s.occurred_at), 0)
                               / %(half_life)s::float8, -700))) AS score
@@ -49,7 +49,7 @@ best AS (
     ORDER BY score DESC, s.occurred_at DESC, s.id
     LIMIT %(limit)s
 )
-SELECT b.id, b.episode_id, b.position, b.speaker, b.occurred_at, b.content, b.score,
+SELECT b.id, b.episode_id, b.position, b.speaker, b.occurred_at, b.content, b.score, b.role,
        reply.position, reply.speaker, reply.content
 FROM best b
 LEFT JOIN LATERAL (
@@ -131,7 +131,8 @@ def _snippets(rows: list[Any]) -> list[Snippet]:
             occurred_at=r[4],
             content=r[5],
             score=round(float(r[6]), 6),
-            reply=Reply(position=r[7], speaker=r[8], content=r[9]) if r[7] is not None else None,
+            role=r[7],
+            reply=Reply(position=r[8], speaker=r[9], content=r[10]) if r[8] is not None else None,
         )
         for r in rows
     ]
