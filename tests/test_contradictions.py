@@ -13,6 +13,7 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from agent_memory import MemoryManager, Scope
+from agent_memory.decay import today
 from agent_memory.extraction.offline import operations_from_text
 from agent_memory.extraction.parse import parse_operations
 from agent_memory.models import KnownFact
@@ -68,6 +69,32 @@ async def test_the_offline_rules_supersede_what_changed(
         # what it was stays in the history, until the conversation that changed it
         (old,) = [f for f in await manager.facts(scope, history=True) if f.content == then]
         assert old.valid_to == START + timedelta(30 + n)
+
+
+@pytest.mark.usefixtures("prefect_harness")
+async def test_a_new_job_keeps_the_half_life_of_the_job_it_replaces(manager: MemoryManager) -> None:
+    """The offline rules' new job is who the user is, like the job it replaces, not an event:
+    weeks later it is still known, while an event said with it has faded and been purged."""
+    scope = Scope("mover")
+    await manager.record(
+        scope, [HumanMessage("I work as a nurse at St Mary's.")], occurred_at=START
+    )
+    await manager.consolidate()
+    await manager.record(
+        scope,
+        [HumanMessage("Big news: I just started a new role as a paramedic at City Ambulance!"),
+         HumanMessage("We adopted a kitten.")],
+        occurred_at=START + timedelta(30),
+    )  # fmt: skip
+    await manager.consolidate()
+    kinds = {f.content: f.kind for f in await manager.facts(scope)}
+    assert kinds["User works as a paramedic at City Ambulance."] == "identity", kinds
+    assert kinds["User adopted a kitten."] == "event"
+    later = today() + timedelta(70)  # facts fade from when they were consolidated
+    await manager.decay(scope, as_of=later)
+    kept = {f.content for f in await manager.facts(scope, on=later)}
+    assert "User works as a paramedic at City Ambulance." in kept
+    assert "User adopted a kitten." not in kept  # a 14-day half-life, 70 days on
 
 
 def test_a_switch_with_nothing_to_replace_adds_nothing_and_a_car_is_not_a_home() -> None:

@@ -287,6 +287,11 @@ def test_facts_from_before_version_12_keep_fading_at_0_95_a_day(
         ("We adopted a kitten.", "event"),
         ("I went to a concert yesterday.", "event"),
         ("I'm from Porto.", "identity"),
+        # a new job or home is how things are now, whenever it started
+        ("Big news: I just started a new job as a nurse at St Mary's!", "identity"),
+        ("We moved to Lisbon last week.", "identity"),
+        # the verb says it happened; "on Sunday" is a day past, not a plan
+        ("I ran the Berlin marathon on Sunday.", "event"),
     ],
 )
 def test_the_offline_rules_give_each_fact_a_kind(text: str, kind: str) -> None:

@@ -86,3 +86,20 @@ def test_a_summary_says_what_the_conversation_was_about_never_a_greeting() -> No
     # a question of substance stands in when the user stated nothing
     asked = episode(("user", "Hello! Can you suggest something to cook tonight?"))
     assert episode_summary(asked) == 'User said "Can you suggest something to cook tonight?"'
+
+
+@pytest.mark.parametrize(
+    ("text", "fact"),
+    [
+        # what a thing is called, said after it, is part of the answer
+        ("I bought a used car, a Toyota Corolla, to get to the office.",
+         "User bought a used car, a Toyota Corolla."),
+        ("We adopted a dog, Pixel.", "User adopted a dog, Pixel."),
+        ("We visited Porto, Lisbon and Faro.", "User visited Porto, Lisbon and Faro."),
+        # a clause after the comma is not
+        ("I went to the park, it was lovely.", "User went to the park."),
+        ("I bought a new phone, the battery was dead.", "User bought a new phone."),
+    ],
+)  # fmt: skip
+def test_an_answer_is_kept_whole(text: str, fact: str) -> None:
+    assert [f.content for f in facts_from_text(text)] == [fact]

@@ -126,13 +126,15 @@ def operations_from_text(
             key = _key(fact.content)
             same = [k for k in known if key is not None and _key(k.content) == key]
             if same and same[0].content != fact.content:
+                # a new value of the same thing: it keeps the kind (and so the half-life) of
+                # the value it replaces
                 ops.append(
                     Operation(
                         op="update",
                         target=same[0].fact_id,
                         content=fact.content,
                         importance=fact.importance,
-                        kind=fact.kind,
+                        kind=same[0].kind,
                     )
                 )
             else:
@@ -151,7 +153,7 @@ class OfflineExtractor:
     """
 
     name = "offline-rules"
-    prompt_version = "rules-v5"
+    prompt_version = "rules-v6"
 
     def warm(self) -> None:
         """Nothing to load: the rules are compiled at import."""

@@ -15,6 +15,13 @@ GREETING = re.compile(
     r"^(?:(?:hi|hello|hey|thanks|thank you|ok|okay)\b[\s!,.]*|(?:\w+ ){0,2}\w+:\s+)", re.I
 )
 
+# What a thing is called, said after it ("a used car, a Toyota Corolla"; "a dog, Pixel"): part
+# of the answer, kept with it. A clause after a comma ("it was lovely") is not.
+_APPOSITIVE = (
+    r"(?:,\s*(?:an?|the)\s(?:(?!\b(?:is|was|were|are|has|had|have|will|would)\b)[^,])+"
+    r"|,\s*(?-i:[A-Z])[\w'-]*(?:\s(?:and\s)?(?-i:[A-Z])[\w'-]*)*)*"
+)
+
 # (pattern, template, importance, kind). Templates use the named groups; order matters. The
 # kind is what such a statement usually is; _kind_of corrects it by what the sentence says.
 _RULES: list[tuple[re.Pattern[str], str, float, FactKind]] = [
@@ -115,7 +122,7 @@ _RULES: list[tuple[re.Pattern[str], str, float, FactKind]] = [
     (
         re.compile(
             r"^(?:I|we) (?:just )?(?P<v>went|visited|attended|saw|met|finished|adopted|bought|"
-            r"ran|won|graduated|celebrated) (?P<x>[^,]+)(?:,.*)?$",
+            rf"ran|won|graduated|celebrated) (?P<x>[^,]+{_APPOSITIVE})(?:,.*)?$",
             re.I,
         ),
         "User {v} {x}",
@@ -169,8 +176,18 @@ _PAST = re.compile(
 _TASTE = re.compile(r"\b(?:fan of|into|keen on|fond of|crazy about|obsessed with)\b", re.I)
 
 
-def _kind_of(kind: FactKind, sentence: str) -> FactKind:
-    """The kind of a fact from a rule of ``kind``, corrected by the words of its sentence."""
+# Where one works or lives is how things are now, whenever the move or the new job happened:
+# "I just started a new job as ..." or "we moved to ... last week" is not an event that fades
+# in weeks, it replaces the job or home memory held.
+_HOLDS_NOW = re.compile(r"^User (?:works|lives|rents|owns|shares|is (?:based|living|located))\b")
+
+
+def _kind_of(kind: FactKind, sentence: str, content: str = "") -> FactKind:
+    """The kind of a fact from a rule of ``kind``, corrected by the words of its sentence
+    (unless the fact says where the user works or lives now, or the rule's verb already says it
+    happened: "I ran the marathon on Sunday" is past, whatever "on Sunday" says elsewhere)."""
+    if _HOLDS_NOW.match(content) or kind == "event":
+        return kind
     if _AHEAD.search(sentence):
         return "plan"
     if _PAST.search(sentence):
@@ -226,7 +243,7 @@ def facts_from_text(text: str, said_on: date | None = None) -> list[Fact]:
                     Fact(
                         content=content[0].upper() + content[1:] + ".",
                         importance=importance,
-                        kind=_kind_of(kind, sentence),
+                        kind=_kind_of(kind, sentence, content),
                     )
                 )
                 break
