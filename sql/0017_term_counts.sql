@@ -23,57 +23,36 @@ CREATE TABLE IF NOT EXISTS agent_memory.term_counts (
 CREATE INDEX IF NOT EXISTS term_counts_key_idx
     ON agent_memory.term_counts (corpus, scope_key, lexeme);
 
--- The changes a statement made, from its transition tables: rows added count +1, rows removed
--- -1. A fact counts while it is current (not superseded); every sentence of a message counts.
-CREATE OR REPLACE FUNCTION agent_memory.count_fact_terms_added() RETURNS trigger
+-- The changes a statement made, from its transition table (``changed``: the rows an INSERT
+-- added count +1 each, those a DELETE removed -1). A fact counts while it is current (not
+-- superseded); every sentence of a message counts.
+CREATE OR REPLACE FUNCTION agent_memory.count_fact_terms() RETURNS trigger
 LANGUAGE plpgsql AS $$
+DECLARE
+    sign integer := CASE TG_OP WHEN 'INSERT' THEN 1 ELSE -1 END;
 BEGIN
     INSERT INTO agent_memory.term_counts (corpus, scope_key, lexeme, docs, size)
-    SELECT 'f', n.scope_key, lexeme, count(*), 0 FROM added n,
-           unnest(tsvector_to_array(n.search)) AS lexeme
-    WHERE n.superseded_at IS NULL GROUP BY n.scope_key, lexeme
+    SELECT 'f', c.scope_key, lexeme, sign * count(*), 0 FROM changed c,
+           unnest(tsvector_to_array(c.search)) AS lexeme
+    WHERE c.superseded_at IS NULL GROUP BY c.scope_key, lexeme
     UNION ALL
-    SELECT 'f', n.scope_key, '', count(*), sum(length(n.search)) FROM added n
-    WHERE n.superseded_at IS NULL GROUP BY n.scope_key;
+    SELECT 'f', c.scope_key, '', sign * count(*), sign * sum(length(c.search)) FROM changed c
+    WHERE c.superseded_at IS NULL GROUP BY c.scope_key;
     RETURN NULL;
 END $$;
 
-CREATE OR REPLACE FUNCTION agent_memory.count_fact_terms_removed() RETURNS trigger
+CREATE OR REPLACE FUNCTION agent_memory.count_snippet_terms() RETURNS trigger
 LANGUAGE plpgsql AS $$
+DECLARE
+    sign integer := CASE TG_OP WHEN 'INSERT' THEN 1 ELSE -1 END;
 BEGIN
     INSERT INTO agent_memory.term_counts (corpus, scope_key, lexeme, docs, size)
-    SELECT 'f', o.scope_key, lexeme, -count(*), 0 FROM removed o,
-           unnest(tsvector_to_array(o.search)) AS lexeme
-    WHERE o.superseded_at IS NULL GROUP BY o.scope_key, lexeme
+    SELECT 's', c.scope_key, lexeme, sign * count(*), 0 FROM changed c,
+           unnest(tsvector_to_array(c.search)) AS lexeme
+    GROUP BY c.scope_key, lexeme
     UNION ALL
-    SELECT 'f', o.scope_key, '', -count(*), -sum(length(o.search)) FROM removed o
-    WHERE o.superseded_at IS NULL GROUP BY o.scope_key;
-    RETURN NULL;
-END $$;
-
-CREATE OR REPLACE FUNCTION agent_memory.count_snippet_terms_added() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-    INSERT INTO agent_memory.term_counts (corpus, scope_key, lexeme, docs, size)
-    SELECT 's', n.scope_key, lexeme, count(*), 0 FROM added n,
-           unnest(tsvector_to_array(n.search)) AS lexeme
-    GROUP BY n.scope_key, lexeme
-    UNION ALL
-    SELECT 's', n.scope_key, '', count(*), sum(length(n.search)) FROM added n
-    GROUP BY n.scope_key;
-    RETURN NULL;
-END $$;
-
-CREATE OR REPLACE FUNCTION agent_memory.count_snippet_terms_removed() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-    INSERT INTO agent_memory.term_counts (corpus, scope_key, lexeme, docs, size)
-    SELECT 's', o.scope_key, lexeme, -count(*), 0 FROM removed o,
-           unnest(tsvector_to_array(o.search)) AS lexeme
-    GROUP BY o.scope_key, lexeme
-    UNION ALL
-    SELECT 's', o.scope_key, '', -count(*), -sum(length(o.search)) FROM removed o
-    GROUP BY o.scope_key;
+    SELECT 's', c.scope_key, '', sign * count(*), sign * sum(length(c.search)) FROM changed c
+    GROUP BY c.scope_key;
     RETURN NULL;
 END $$;
 
@@ -124,12 +103,12 @@ END $$;
 
 DROP TRIGGER IF EXISTS memory_items_terms_added ON agent_memory.memory_items;
 CREATE TRIGGER memory_items_terms_added AFTER INSERT ON agent_memory.memory_items
-    REFERENCING NEW TABLE AS added
-    FOR EACH STATEMENT EXECUTE FUNCTION agent_memory.count_fact_terms_added();
+    REFERENCING NEW TABLE AS changed
+    FOR EACH STATEMENT EXECUTE FUNCTION agent_memory.count_fact_terms();
 DROP TRIGGER IF EXISTS memory_items_terms_removed ON agent_memory.memory_items;
 CREATE TRIGGER memory_items_terms_removed AFTER DELETE ON agent_memory.memory_items
-    REFERENCING OLD TABLE AS removed
-    FOR EACH STATEMENT EXECUTE FUNCTION agent_memory.count_fact_terms_removed();
+    REFERENCING OLD TABLE AS changed
+    FOR EACH STATEMENT EXECUTE FUNCTION agent_memory.count_fact_terms();
 DROP TRIGGER IF EXISTS memory_items_terms_changed ON agent_memory.memory_items;
 CREATE TRIGGER memory_items_terms_changed AFTER UPDATE ON agent_memory.memory_items
     FOR EACH ROW WHEN (OLD.search IS DISTINCT FROM NEW.search
@@ -142,12 +121,12 @@ CREATE TRIGGER memory_items_terms_cleared AFTER TRUNCATE ON agent_memory.memory_
 
 DROP TRIGGER IF EXISTS snippets_terms_added ON agent_memory.snippets;
 CREATE TRIGGER snippets_terms_added AFTER INSERT ON agent_memory.snippets
-    REFERENCING NEW TABLE AS added
-    FOR EACH STATEMENT EXECUTE FUNCTION agent_memory.count_snippet_terms_added();
+    REFERENCING NEW TABLE AS changed
+    FOR EACH STATEMENT EXECUTE FUNCTION agent_memory.count_snippet_terms();
 DROP TRIGGER IF EXISTS snippets_terms_removed ON agent_memory.snippets;
 CREATE TRIGGER snippets_terms_removed AFTER DELETE ON agent_memory.snippets
-    REFERENCING OLD TABLE AS removed
-    FOR EACH STATEMENT EXECUTE FUNCTION agent_memory.count_snippet_terms_removed();
+    REFERENCING OLD TABLE AS changed
+    FOR EACH STATEMENT EXECUTE FUNCTION agent_memory.count_snippet_terms();
 DROP TRIGGER IF EXISTS snippets_terms_changed ON agent_memory.snippets;
 CREATE TRIGGER snippets_terms_changed AFTER UPDATE ON agent_memory.snippets
     FOR EACH ROW WHEN (OLD.search IS DISTINCT FROM NEW.search

@@ -137,13 +137,19 @@ def _small_set() -> list[dict[str, Any]]:
     return [first, second]
 
 
+def _read_back(conversations: list[dict[str, Any]], folder: Path) -> list[dict[str, Any]]:
+    """The conversations written as a dataset file and read back, checked, as the harness reads
+    one."""
+    path = folder / "set.jsonl"
+    path.write_text("".join(json.dumps(c) + "\n" for c in conversations), encoding="utf-8")
+    return recall.read_dataset(path)
+
+
 @pytest.mark.usefixtures("prefect_harness")
 async def test_turns_mode_stores_whole_turns_of_each_conversation_and_counts_every_ranking(
     settings: Settings, fake_llm: FakeLLM, tmp_path: Path
 ) -> None:
-    path = tmp_path / "set.jsonl"
-    path.write_text("".join(json.dumps(c) + "\n" for c in _small_set()), encoding="utf-8")
-    conversations = recall.read_dataset(path)
+    conversations = _read_back(_small_set(), tmp_path)
     fake_llm.reset(recall.every_turn(conversations))
     llm = LLMSettings(model="openai/every-turn", api_base=fake_llm.api_base, api_key="x")
     result = await recall.evaluate(
@@ -169,9 +175,7 @@ async def test_turns_mode_stores_whole_turns_of_each_conversation_and_counts_eve
 async def test_the_oracle_adds_each_conversations_answers_to_that_conversation_only(
     settings: Settings, fake_llm: FakeLLM, tmp_path: Path, db: Any
 ) -> None:
-    path = tmp_path / "set.jsonl"
-    path.write_text("".join(json.dumps(c) + "\n" for c in _small_set()), encoding="utf-8")
-    conversations = recall.read_dataset(path)
+    conversations = _read_back(_small_set(), tmp_path)
     fake_llm.reset(recall.oracle(conversations))
     llm = LLMSettings(model="openai/oracle", api_base=fake_llm.api_base, api_key="x")
     await recall.evaluate(
