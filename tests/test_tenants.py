@@ -45,7 +45,8 @@ async def test_a_tenant_connection_cannot_reach_another_scope_with_hand_written_
             " NULL)), count(*) FILTER (WHERE scope_key IS DISTINCT FROM"
             " agent_memory.scope_key('alice', NULL, NULL)) FROM agent_memory.{}"
         )
-        for table in ("memory_items", "episodes", "snippets", "store_items"):
+        # term_counts: the words of a scope's rows, counted for ranking, are that scope's too
+        for table in ("memory_items", "episodes", "snippets", "store_items", "term_counts"):
             own, others = tenant.execute(scopes.format(table)).fetchone() or (0, 0)
             assert own > 0 and others == 0, table
         assert (
@@ -76,6 +77,11 @@ async def test_a_tenant_connection_cannot_reach_another_scope_with_hand_written_
             tenant,
             "INSERT INTO agent_memory.store_items (namespace, key, value)"
             " VALUES ('{docs}', 'k', '{}')",
+        )
+        assert "row-level security" in refused(
+            tenant,
+            "INSERT INTO agent_memory.term_counts (corpus, scope_key, lexeme, docs)"
+            " VALUES ('f', agent_memory.scope_key('bob', NULL, NULL), 'tea', 1000)",
         )
         for table in ("extraction_cache", "tenants", "erasures", "decay_runs"):
             statement = f"SELECT * FROM agent_memory.{table}"  # noqa: S608 (our own names)

@@ -116,6 +116,21 @@ async def test_folding_keeps_the_sums_and_leaves_one_row_per_word(
     assert rows == (True,)
 
 
+async def test_a_scope_being_folded_elsewhere_is_left_to_that_fold(
+    db: psycopg.Connection[Any], database_url: str
+) -> None:
+    for n in range(3):
+        load_facts(db, SCOPE, [{"content": f"User grows basil batch {n}.", "importance": 0.5}])
+    truth = counts(db, RECOUNT)
+    with psycopg.connect(database_url) as other:  # a transaction folding the scope, not done
+        other.execute(counts_repo.COMPACT_SCOPE, SCOPE.as_dict())
+        async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+            assert await counts_repo.compact(conn, SCOPE) == 0  # does not wait, folds nothing
+            assert await counts_repo.compact(conn, OTHER) == 0  # another scope is free
+        other.rollback()
+    assert counts(db, KEPT) == truth
+
+
 # ---- ranking a backfilled scope ----------------------------------------------------------
 
 # words by how common they are: a few in most facts, many in a handful (as real text has)
