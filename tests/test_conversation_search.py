@@ -326,6 +326,25 @@ async def test_a_question_comes_with_the_reply_that_answers_it(settings: Setting
         await off.close()
 
 
+async def test_a_long_reply_is_cut_to_what_a_snippet_may_inject(settings: Settings) -> None:
+    recorder = await MemoryManager.create(settings=settings, migrate=False)
+    try:
+        await recorder.record(
+            ALEX,
+            [AIMessage("Which books did you read on holiday?"), HumanMessage("Dune. " * 200)],
+            occurred_at=MARCH,
+        )
+    finally:
+        await recorder.close()
+    manager = await tuned(settings, inject_snippets_tokens=400)
+    try:
+        (first, *_) = (await manager.inject(ALEX, query="books on holiday")).snippets
+        assert first.reply is not None and first.reply.content.startswith("Dune. Dune.")
+        assert len(first.reply.content) == 400 and first.reply.content.endswith("\u2026")
+    finally:
+        await manager.close()
+
+
 async def test_a_question_naming_someone_finds_what_they_said(manager: MemoryManager) -> None:
     """The speaker is part of what a message says: a question naming Calvin matches Calvin's
     own messages, and a message that only addresses him does not outrank them."""
