@@ -13,6 +13,8 @@ from agent_memory.extraction.summary import episode_summary
 from agent_memory.models import Episode
 from benchmarks.offline import measure
 
+DAY = date(2026, 5, 4)
+
 
 def episode(*said: tuple[str, str]) -> Episode:
     now = datetime.now(UTC)
@@ -103,3 +105,35 @@ def test_a_summary_says_what_the_conversation_was_about_never_a_greeting() -> No
 )  # fmt: skip
 def test_an_answer_is_kept_whole(text: str, fact: str) -> None:
     assert [f.content for f in facts_from_text(text)] == [fact]
+
+
+@pytest.mark.parametrize(
+    ("text", "fact", "kind"),
+    [
+        # what comes before the subject: a discourse marker, or when it happened
+        ("By the way, I joined a climbing gym.", "User joined a climbing gym.", "event"),
+        ("Last Saturday I painted the fence.",
+         "User painted the fence last Saturday (said on 2026-05-04).", "event"),
+        # a past-tense action, regular or not; a clause after a dash is not part of it
+        ("I took a pottery class - it was messy.", "User took a pottery class.", "event"),
+        # what one is doing these days
+        ("I'm learning the cello with a teacher.", "User is learning the cello with a teacher.",
+         "situation"),
+        ("I'm planning to visit Kyoto.", "User wants to visit Kyoto.", "plan"),
+    ],
+)  # fmt: skip
+def test_statements_said_as_friends_say_them(text: str, fact: str, kind: str) -> None:
+    assert [(f.content, f.kind) for f in facts_from_text(text, DAY)] == [(fact, kind)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I need to go now.",  # leaving the conversation is no plan
+        "I'm doing OK, thanks.",  # how one is, not what one does
+        "I wanted a break.",  # a wish, not an event
+        "I used it again.",  # about something said before
+    ],
+)
+def test_what_says_nothing_to_keep_is_not_a_fact(text: str) -> None:
+    assert facts_from_text(text, DAY) == []

@@ -153,7 +153,7 @@ class OfflineExtractor:
     """
 
     name = "offline-rules"
-    prompt_version = "rules-v6"
+    prompt_version = "rules-v7"
 
     def warm(self) -> None:
         """Nothing to load: the rules are compiled at import."""

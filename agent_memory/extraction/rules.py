@@ -15,12 +15,31 @@ GREETING = re.compile(
     r"^(?:(?:hi|hello|hey|thanks|thank you|ok|okay)\b[\s!,.]*|(?:\w+ ){0,2}\w+:\s+)", re.I
 )
 
+# What people put before the subject of a statement: a discourse marker ("by the way", "also",
+# "guess what"), an interjection, or when it happened ("last Friday", "two days ago"). The
+# statement is the rest; the time stays in the sentence for its kind and its date.
+_WHEN = (
+    r"(?:yesterday|today|tonight|earlier today|this morning|recently|lately|finally|"
+    r"(?:last|this|over the) (?:week|weekend|month|year|night|summer|winter|spring|fall|"
+    r"(?:mon|tues|wednes|thurs|fri|satur|sun)day)|"
+    r"(?:just )?(?:a|an|one|two|three|four|five|a few|several|\d+) (?:days?|weeks?|months?|"
+    r"years?) ago)"
+)
+_LEAD = re.compile(
+    rf"^(?:(?:by the way|btw|also|plus|and|but|so|well|oh|anyway|actually|honestly|guess what|"
+    rf"yeah|yep|yes|yup|wow|luckily|fortunately|unfortunately|{_WHEN})\b[\s,!.-]*)+",
+    re.I,
+)
+
 # What a thing is called, said after it ("a used car, a Toyota Corolla"; "a dog, Pixel"): part
 # of the answer, kept with it. A clause after a comma ("it was lovely") is not.
 _APPOSITIVE = (
     r"(?:,\s*(?:an?|the)\s(?:(?!\b(?:is|was|were|are|has|had|have|will|would)\b)[^,])+"
     r"|,\s*(?-i:[A-Z])[\w'-]*(?:\s(?:and\s)?(?-i:[A-Z])[\w'-]*)*)*"
 )
+
+# A dash between spaces starts another clause ("I went to a reading - it was powerful").
+_DASH = r" [-\u2013\u2014] "
 
 # (pattern, template, importance, kind). Templates use the named groups; order matters. The
 # kind is what such a statement usually is; _kind_of corrects it by what the sentence says.
@@ -121,8 +140,11 @@ _RULES: list[tuple[re.Pattern[str], str, float, FactKind]] = [
     ),
     (
         re.compile(
-            r"^(?:I|we) (?:just )?(?P<v>went|visited|attended|saw|met|finished|adopted|bought|"
-            rf"ran|won|graduated|celebrated) (?P<x>[^,]+{_APPOSITIVE})(?:,.*)?$",
+            r"^(?:I|we) (?:just |finally |recently |also )?(?P<v>(?!(?:need|feed|speed|seed|"
+            r"bleed|proceed|exceed|succeed|indeed|used|loved|liked|hoped|wished|wanted|needed|"
+            r"decided|planned|started)\b)[a-z]{2,}ed|went|saw|met|ran|won|took|got|made|found|"
+            r"bought|built|wrote|read|gave|held|began|caught|taught|sold|drove|flew|swam|rode|"
+            rf"ate|drew|sang) (?P<x>(?:(?!{_DASH})[^,])+{_APPOSITIVE})(?:(?:,|{_DASH}).*)?$",
             re.I,
         ),
         "User {v} {x}",
@@ -130,7 +152,22 @@ _RULES: list[tuple[re.Pattern[str], str, float, FactKind]] = [
         "event",
     ),
     (
-        re.compile(r"^(?:I|we) (?:need|want|plan|am planning|are planning) to (?P<x>.+)$", re.I),
+        re.compile(
+            r"^(?:I'?m|I am|we'?re|we are) (?:currently |still |now |also )?(?P<x>(?!going\b|"
+            r"gonna\b|doing\b|feeling\b|getting\b|having\b|looking forward\b|thinking\b|planning\b|"
+            r"trying\b|hoping\b|wondering\b|glad\b)[a-z]{2,}ing .+)$",
+            re.I,
+        ),
+        "User is {x}",
+        0.6,
+        "situation",
+    ),
+    (
+        re.compile(
+            r"^(?:(?:I|we) (?:need|want|plan|am planning|are planning)|(?:I'?m|we'?re) planning)"
+            r" to (?P<x>.+)$",
+            re.I,
+        ),
         "User wants to {x}",
         0.6,
         "plan",
@@ -155,7 +192,11 @@ _SECOND_PERSON = re.compile(r"\b(?:you|your|yours|yourself|yourselves|ya|u)\b", 
 
 # An object that points back into the conversation ("I like it", "we love that place") makes a
 # fact that cannot stand on its own; chat interjections at the end are not part of a fact.
-_DEICTIC = re.compile(r"^(?:it|this|that|these|those|them|there)\b", re.I)
+_DEICTIC = re.compile(
+    r"^(?:it|this|that|these|those|them|there|(?:go|leave|run|head out|get going|sign off)"
+    r"(?: now)?$)\b",
+    re.I,
+)
 _INTERJECTION = re.compile(r"(?:[\s,]+(?:lol|haha+|hehe+|xd|lmao|:\)|:d))+$", re.I)
 
 
@@ -222,6 +263,9 @@ def facts_from_text(text: str, said_on: date | None = None) -> list[Fact]:
     for raw in SENTENCE.split(text):
         sentence = GREETING.sub("", raw.strip()).strip().rstrip(".!?").strip()
         sentence = _INTERJECTION.sub("", sentence).rstrip(".!?").strip()
+        lead = _LEAD.match(sentence)
+        when = re.search(_WHEN, lead.group(0), re.I) if lead else None
+        sentence = sentence[lead.end() :].strip() if lead else sentence
         if len(sentence) < 6 or sentence.endswith("?"):
             continue
         for pattern, template, importance, kind in _RULES:
@@ -233,6 +277,9 @@ def facts_from_text(text: str, said_on: date | None = None) -> list[Fact]:
             if match:
                 parts = {k: third_person(v.strip()) for k, v in match.groupdict().items()}
                 content = template.format(**parts).strip()
+                if when and not _RELATIVE_TIME.search(content):
+                    phrase = when.group(0)  # when it happened, said first
+                    content += f" {phrase[0].lower()}{phrase[1:]}"
                 if _RELATIVE_TIME.search(content):
                     if said_on is None:
                         break  # "yesterday" of which day: not a fact on its own
@@ -243,7 +290,7 @@ def facts_from_text(text: str, said_on: date | None = None) -> list[Fact]:
                     Fact(
                         content=content[0].upper() + content[1:] + ".",
                         importance=importance,
-                        kind=_kind_of(kind, sentence, content),
+                        kind=_kind_of(kind, f"{sentence} {when.group(0) if when else ''}", content),
                     )
                 )
                 break
