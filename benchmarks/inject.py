@@ -46,7 +46,7 @@ import psycopg
 from agent_memory.db import embeddings as embedding_repo
 from agent_memory.db import episodes as episode_repo
 from agent_memory.db import facts as fact_repo
-from agent_memory.db import fusion, recall
+from agent_memory.db import fulltext, fusion, recall
 from agent_memory.db.fragments import SCOPE_MATCH
 from agent_memory.decay import today
 from agent_memory.models import Scope
@@ -99,7 +99,7 @@ RECORD_BATCH = 100
 # How many of a scope's current facts match a question (any of its words), and of how many.
 MATCHES = f"""
 SELECT count(*) FILTER (WHERE m.search @@ query.q), count(*)
-FROM agent_memory.memory_items m, {recall.QUERY} AS query
+FROM agent_memory.memory_items m, {fulltext.QUERY} AS query
 WHERE {SCOPE_MATCH} AND m.superseded_at IS NULL
 """
 

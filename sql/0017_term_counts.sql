@@ -165,23 +165,33 @@ BEGIN
     RETURN removed;
 END $$;
 
+-- Count a corpus anew from what its table holds (this migration, and a later one that changes
+-- what a row's words are). Writers are kept out by the caller: a migration's DDL on the table
+-- holds its lock until it commits.
+CREATE OR REPLACE FUNCTION agent_memory.recount_terms(which "char") RETURNS void
+LANGUAGE sql AS $$
+DELETE FROM agent_memory.term_counts WHERE corpus = which;
+INSERT INTO agent_memory.term_counts (corpus, scope_key, lexeme, docs, size)
+SELECT which, r.scope_key, lexeme, count(*), 0
+FROM (SELECT m.scope_key, m.search FROM agent_memory.memory_items m
+      WHERE which = 'f' AND m.superseded_at IS NULL
+      UNION ALL
+      SELECT s.scope_key, s.search FROM agent_memory.snippets s WHERE which = 's') AS r,
+     unnest(tsvector_to_array(r.search)) AS lexeme
+GROUP BY r.scope_key, lexeme
+UNION ALL
+SELECT which, r.scope_key, '', count(*), sum(length(r.search))
+FROM (SELECT m.scope_key, m.search FROM agent_memory.memory_items m
+      WHERE which = 'f' AND m.superseded_at IS NULL
+      UNION ALL
+      SELECT s.scope_key, s.search FROM agent_memory.snippets s WHERE which = 's') AS r
+GROUP BY r.scope_key;
+$$;
+
 -- The counts of what the tables hold now (a rerun of this file starts them again; its triggers
 -- were made first, and their locks keep writers out until it commits).
-DELETE FROM agent_memory.term_counts;
-INSERT INTO agent_memory.term_counts (corpus, scope_key, lexeme, docs, size)
-SELECT 'f', m.scope_key, lexeme, count(*), 0
-FROM agent_memory.memory_items m, unnest(tsvector_to_array(m.search)) AS lexeme
-WHERE m.superseded_at IS NULL GROUP BY m.scope_key, lexeme
-UNION ALL
-SELECT 'f', m.scope_key, '', count(*), sum(length(m.search))
-FROM agent_memory.memory_items m WHERE m.superseded_at IS NULL GROUP BY m.scope_key
-UNION ALL
-SELECT 's', s.scope_key, lexeme, count(*), 0
-FROM agent_memory.snippets s, unnest(tsvector_to_array(s.search)) AS lexeme
-GROUP BY s.scope_key, lexeme
-UNION ALL
-SELECT 's', s.scope_key, '', count(*), sum(length(s.search))
-FROM agent_memory.snippets s GROUP BY s.scope_key;
+SELECT agent_memory.recount_terms('f');
+SELECT agent_memory.recount_terms('s');
 
 -- a tenant reads its own scope's counts, and its writes append to them through the triggers
 SELECT agent_memory.protect('agent_memory.term_counts', 'SELECT, INSERT');

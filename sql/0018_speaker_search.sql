@@ -25,14 +25,7 @@ CREATE TRIGGER snippets_terms_changed AFTER UPDATE ON agent_memory.snippets
                        OR OLD.scope_key IS DISTINCT FROM NEW.scope_key)
     EXECUTE FUNCTION agent_memory.count_changed_snippet_terms();
 
-DELETE FROM agent_memory.term_counts WHERE corpus = 's';
-INSERT INTO agent_memory.term_counts (corpus, scope_key, lexeme, docs, size)
-SELECT 's', s.scope_key, lexeme, count(*), 0
-FROM agent_memory.snippets s, unnest(tsvector_to_array(s.search)) AS lexeme
-GROUP BY s.scope_key, lexeme
-UNION ALL
-SELECT 's', s.scope_key, '', count(*), sum(length(s.search))
-FROM agent_memory.snippets s GROUP BY s.scope_key;
+SELECT agent_memory.recount_terms('s');
 
 -- A message's role: its role or LangChain type, mapped as message_speaker maps them.
 CREATE OR REPLACE FUNCTION agent_memory.message_role(message jsonb)

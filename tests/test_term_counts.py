@@ -12,7 +12,7 @@ from typing import Any
 
 import psycopg
 
-from agent_memory.db import recall
+from agent_memory.db import fulltext, recall
 from agent_memory.db import term_counts as counts_repo
 from agent_memory.decay import day_index, today
 from agent_memory.models import Scope
@@ -89,6 +89,23 @@ def test_the_counts_equal_a_recount_after_every_kind_of_write(db: psycopg.Connec
     assert db.execute("SELECT count(*) FROM agent_memory.term_counts").fetchone() == before
 
 
+def test_the_migrations_count_what_a_database_holds_and_can_run_again(
+    db: psycopg.Connection[Any],
+) -> None:
+    from agent_memory.db.migrations import load_migrations
+
+    load_facts(db, SCOPE, [{"content": "User drinks green tea every morning.", "importance": 0.5}])
+    episode(db, SCOPE, "I planted basil. The tomatoes are sprouting!")
+    db.execute("UPDATE agent_memory.snippets SET role = NULL")
+    db.execute("DELETE FROM agent_memory.term_counts")  # as before version 17
+    for migration in [m for m in load_migrations() if m.version in (17, 18)]:
+        with db.transaction():
+            db.execute(migration.sql.encode())
+    assert counts(db, KEPT) == counts(db, RECOUNT) != set()
+    roles = db.execute("SELECT DISTINCT role FROM agent_memory.snippets").fetchall()
+    assert roles == [("user",)]
+
+
 async def test_folding_keeps_the_sums_and_leaves_one_row_per_word(
     db: psycopg.Connection[Any], database_url: str
 ) -> None:
@@ -156,7 +173,7 @@ def _fact(rng: random.Random) -> str:
 def _reference(
     db: psycopg.Connection[Any], question: str
 ) -> tuple[list[tuple[int, float]], dict[str, int], float]:
-    """BM25 over every current fact of the scope, as recall.text_hits defines it: each fact's
+    """BM25 over every current fact of the scope, as fulltext.text_hits defines it: each fact's
     id and share, best first; the question's words' document frequencies; the sum of IDF."""
     rows = db.execute(
         "SELECT id, tsvector_to_array(search), length(search), expires_day"
@@ -219,7 +236,7 @@ def test_a_backfilled_scope_ranks_as_bm25_over_all_its_rows(db: psycopg.Connecti
         gathered, running = set(), 0
         for d, w in held:
             running += d
-            if running <= recall.GATHER:
+            if running <= fulltext.GATHER:
                 gathered.add(w)
         if len(gathered) == len(held):
             exact += 1

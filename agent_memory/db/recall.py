@@ -56,103 +56,12 @@ from psycopg import sql
 from agent_memory.db.dual import Connection, Run, Steps, Transaction, dual
 from agent_memory.db.embeddings import AnnIndex, vector_text
 from agent_memory.db.fragments import SCOPE_MATCH, importance_on
+from agent_memory.db.fulltext import text_hits
 from agent_memory.models import Scope
 from agent_memory.settings import MAX_HALF_LIFE
 
-# Any word of the message, stemmed: plainto_tsquery ANDs the words (and chains compounds with
-# <->); every operator between two quoted lexemes becomes OR. NULL text: no relevance. A
-# message of stop words or punctuation only gives an empty query, which matches nothing.
-# MATERIALIZED: computed once, where a prepared statement's generic plan would otherwise
-# rebuild it from the parameter for every row it is matched against.
-QUERY = """(SELECT regexp_replace(plainto_tsquery('english', %(text)s)::text,
-                                  ' (&|<->|<[0-9]+>) ', ' | ', 'g')::tsquery AS q)"""
-
 _CURRENT = f"""{SCOPE_MATCH} AND m.superseded_at IS NULL
       AND {importance_on("m.expires_day", "%(day)s", "m.half_life")} >= %(min_importance)s"""
-
-
-def text_hits(table: str, where: str, tie: str, corpus: str | None = None) -> str:
-    """CTEs ranking the rows of ``table`` (alias ``m``) that ``where`` admits by full text
-    against the question: ``text_hits(id, r, n)``, rank ``r`` and the share ``n`` in [0, 1]
-    of the question's weight that a row holds. Equal scores: the larger ``tie`` first.
-
-    BM25 with binary term frequency: each of the question's words a row holds adds its inverse
-    document frequency, damped by the row's length against the average (k1 = 1.2, b = 0.75).
-    ts_rank has no IDF, so a common word ("now", "work") would weigh as much as the one that
-    says what is asked. A question's first 32 distinct words (in lexeme order) are weighed.
-
-    The statistics are the scope's own, exact: how many of its rows hold each word, how many
-    rows it has and their total length, kept by ``agent_memory.term_counts`` (``corpus`` 'f'
-    for facts, 's' for conversation sentences; sql/0017_term_counts.sql) as rows are written,
-    whatever their order. They cover every current row of the scope; ``where`` may narrow the
-    rows ranked (a date range, an importance floor) but not the statistics. With no ``corpus``
-    (the Store's documents, a namespace's rather than a scope's) they are counted over the rows
-    ``where`` admits, on every call.
-
-    The rows scored: every row of the scope holding one of the question's rarest words, in
-    order of rarity as many words as hold at most ``GATHER`` rows between them, and, among the
-    scope's ``_SAMPLE`` latest rows by ``tie``, every row holding any of its words; a large scope
-    so costs about what a small one does. A row holding only words more common than those
-    gathered, and older than the latest ``_SAMPLE``, is not scored; by BM25 it could score at
-    most ``1.69 * sum(idf)`` over those words, each of which is in more of the scope's rows than
-    any word that was gathered. A scope of ``_SAMPLE`` rows or fewer, or a question whose words
-    hold ``GATHER`` rows or fewer in all, is ranked exactly.
-    """
-    if corpus is None:
-        rows = f"SELECT count(*) AS n, coalesce(avg(length(m.search)), 0) AS avg_len FROM {table} m"
-        held = f"SELECT count(*) AS n FROM {table} m WHERE {where} AND m.search @@ t.q"
-        counts = f"{rows} WHERE {where}"
-    else:
-        counted = f"agent_memory.term_counts k WHERE k.corpus = '{corpus}' AND k.{SCOPE_MATCH}"
-        counts = f"""SELECT coalesce(sum(k.docs), 0) AS n,
-           coalesce(sum(k.size), 0)::float8 / greatest(coalesce(sum(k.docs), 0), 1) AS avg_len
-    FROM {counted} AND k.lexeme = ''"""
-        held = f"SELECT coalesce(sum(k.docs), 0) AS n FROM {counted} AND k.lexeme = t.lexeme"
-    return f"""query AS MATERIALIZED {QUERY},
-terms AS (
-    SELECT lexeme, quote_literal(lexeme)::tsquery AS q
-    FROM unnest(tsvector_to_array(to_tsvector('english', %(text)s))) AS lexeme
-    LIMIT 32
-),
-corpus AS MATERIALIZED ({counts} AND %(text)s::text IS NOT NULL),
-weights AS MATERIALIZED (
-    SELECT t.q, df.n AS df, ln(1 + (c.n - df.n + 0.5) / (df.n + 0.5)) AS idf, c.avg_len
-    FROM terms t CROSS JOIN corpus c CROSS JOIN LATERAL ({held}) AS df
-),
-sample AS MATERIALIZED (
-    SELECT m.id, m.{tie}, m.search FROM {table} m
-    WHERE %(text)s::text IS NOT NULL AND {where}
-    ORDER BY m.{tie} DESC LIMIT {_SAMPLE}
-),
-gathered AS MATERIALIZED (
-    SELECT string_agg(q::text, ' | ')::tsquery AS q
-    FROM (SELECT q, sum(df) OVER (ORDER BY df, q::text) AS held FROM weights WHERE df > 0)
-         AS rarest
-    WHERE held <= {GATHER}
-),
-matched AS MATERIALIZED (
-    SELECT m.id, m.{tie}, m.search FROM {table} m, gathered
-    WHERE gathered.q IS NOT NULL AND (SELECT count(*) FROM sample) >= {_SAMPLE}
-      AND {where} AND m.search @@ gathered.q
-    UNION
-    SELECT s.id, s.{tie}, s.search FROM sample s, query WHERE s.search @@ query.q
-),
-text_hits AS (
-    SELECT id, row_number() OVER (ORDER BY rank DESC, {tie} DESC, id) AS r,
-           least(1, coalesce(rank / nullif((SELECT sum(idf) FROM weights), 0), 1)) AS n
-    FROM (SELECT m.id, m.{tie},
-                 (SELECT sum(w.idf) FROM weights w WHERE w.df > 0 AND m.search @@ w.q) * 2.2
-                 / (1 + 1.2 * (0.25 + 0.75 * length(m.search)
-                                      / greatest((SELECT avg_len FROM corpus), 1))) AS rank
-          FROM matched m
-          ORDER BY rank DESC, m.{tie} DESC, m.id LIMIT %(candidates)s) AS best
-)"""
-
-
-# the scope's latest rows, whose matches are scored whatever their words (see text_hits)
-_SAMPLE = 500
-# the rows a question's rarest words may hold between them to be scored (see text_hits)
-GATHER = 500
 
 
 def vector_hits(

@@ -20,7 +20,7 @@ from psycopg.types.json import Jsonb
 from agent_memory.db.dual import Run, Steps
 from agent_memory.db.facts import SUPERSEDE, UPSERT, content_hash
 from agent_memory.db.fragments import SCOPE_MATCH, importance_on
-from agent_memory.db.recall import text_hits
+from agent_memory.db.fulltext import text_hits
 from agent_memory.errors import InvalidStoreRequestError
 from agent_memory.models import SCOPE_FIELDS, Scope
 
@@ -270,7 +270,7 @@ def ranked_documents_steps(
 ) -> Steps[list[Row]]:
     """The documents under ``%(ns)s`` that pass ``condition`` (on alias ``m``) and match
     ``text`` by full text, best first, scored as facts are (the share of the question's
-    weight they hold, see :func:`agent_memory.db.recall.text_hits`)."""
+    weight they hold, see :func:`agent_memory.db.fulltext.text_hits`)."""
     namespace = tuple(params["ns"])
     params.update(namespace_params(namespace))
     under = " OR ".join(f"({c})" for c in _under("m.namespace", namespace, False))
