@@ -120,6 +120,10 @@ def test_an_answer_is_kept_whole(text: str, fact: str) -> None:
         ("I'm learning the cello with a teacher.", "User is learning the cello with a teacher.",
          "situation"),
         ("I'm planning to visit Kyoto.", "User wants to visit Kyoto.", "plan"),
+        # a new job is what one works as now, however the sentence gets there
+        ("I got a job offer and started as a product manager at Initech.",
+         "User works as a product manager at Initech.", "identity"),
+        ("We began working for a small bakery.", "User works for a small bakery.", "identity"),
     ],
 )  # fmt: skip
 def test_statements_said_as_friends_say_them(text: str, fact: str, kind: str) -> None:
@@ -133,6 +137,7 @@ def test_statements_said_as_friends_say_them(text: str, fact: str, kind: str) ->
         "I'm doing OK, thanks.",  # how one is, not what one does
         "I wanted a break.",  # a wish, not an event
         "I used it again.",  # about something said before
+        "I started at nine.",  # starting is not a job unless one works as or at something
     ],
 )
 def test_what_says_nothing_to_keep_is_not_a_fact(text: str) -> None:

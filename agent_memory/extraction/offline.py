@@ -153,7 +153,7 @@ class OfflineExtractor:
     """
 
     name = "offline-rules"
-    prompt_version = "rules-v7"
+    prompt_version = "rules-v8"
 
     def warm(self) -> None:
         """Nothing to load: the rules are compiled at import."""

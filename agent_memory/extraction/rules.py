@@ -113,8 +113,12 @@ _RULES: list[tuple[re.Pattern[str], str, float, FactKind]] = [
     ),
     (
         re.compile(
-            r"^(?:I|we) (?:just |recently |finally )?(?:started|began|got|landed|took|accepted) "
-            r"(?:a |my |the )?new (?:role|job|position) (?P<x>(?:as|at) .+)$",
+            # a new job said outright, or a clause of a longer sentence ("I got an offer and
+            # started as ..."): what one works as now, not a past event
+            r"^(?:I|we) (?:[^,]*? and )?(?:just |recently |finally |now )?(?:"
+            r"(?:started|began|got|landed|took|accepted) (?:a |my |the )?new (?:role|job|position)"
+            r" (?=as |at )|(?:started|began) (?:working |work )?(?=as )"
+            r"|(?:started|began) working (?=at |for ))(?P<x>(?:as|at|for) .+)$",
             re.I,
         ),
         "User works {x}",
