@@ -64,8 +64,9 @@ def check(conversation: Any, line: int) -> dict[str, Any]:
         if not answers or unknown:
             raise BackfillError(f"{at}: answers {answers!r} name no turn of {cid}: {unknown}")
         _need(question, "category", str, at)
-        if not isinstance(question.get("answer", ""), str):
-            raise BackfillError(f"{at}: answer {question['answer']!r} is not a string")
+        for field in ("answer", "superseded_answer"):
+            if not isinstance(question.get(field, ""), str):
+                raise BackfillError(f"{at}: {field} {question[field]!r} is not a string")
         stale = question.get("superseded", [])
         if not isinstance(stale, list) or any(s not in turn_ids for s in stale):
             raise BackfillError(f"{at}: superseded {stale!r} names no turn of {cid}")

@@ -202,6 +202,35 @@ class Answer:
         return None
 
 
+class Stale:
+    """What a changed question's answer used to be: its superseded turns, and (when the data
+    says it, ``superseded_answer``) the old answer's words."""
+
+    def __init__(self, old: Answer, by_words: bool) -> None:
+        self.old = old
+        self.by_words = by_words
+
+    def given(self, frame: Any, facts: dict[int, set[Turn]]) -> bool:
+        """Whether a fact the frame injected gives the old answer as current: a fact standing
+        for a superseded turn that says the old answer (a snippet is a dated message of the
+        past, not a claim). Without the old answer's words, any fact standing for a superseded
+        turn counts, which in facts mode also counts another fact of the same message."""
+        none: set[Turn] = set()
+        for fact_id, content in zip(frame.fact_ids, frame.injected_facts, strict=True):
+            turns = facts.get(fact_id, none)
+            if self.old.held_by((turns, content)) if self.by_words else turns & self.old.turns:
+                return True
+        return False
+
+
+def superseded(cid: str, question: dict[str, Any], texts: dict[Turn, str]) -> Stale | None:
+    """The old answer of a question naming ``superseded`` turns (None when it names none)."""
+    if not question.get("superseded"):
+        return None
+    before = {"answers": question["superseded"], "answer": question.get("superseded_answer", "")}
+    return Stale(Answer(cid, before, texts), by_words="superseded_answer" in question)
+
+
 def turn_dated(
     frame: Any, facts: dict[int, set[Turn]], answer: Answer, said_on: dict[Turn, str]
 ) -> bool | None:

@@ -52,6 +52,7 @@ from benchmarks._recall_score import (
     injected,
     snippet_turns,
     summarise,
+    superseded,
     table,
     turn_dated,
     turn_texts,
@@ -144,16 +145,14 @@ async def ask_all(
                     )
                     ms = (time.perf_counter() - started) * 1000
                     items = injected(frame, facts, snippets)
-                    stale = {(c["id"], t) for t in q.get("superseded", [])}
+                    stale = superseded(c["id"], q, texts)
                     rows.append(
                         {
                             "category": q["category"],
                             "rank": answer.rank(items),
                             "message_rank": answer.rank(items, whole_message=True),
                             "inferred": answer.inferred,
-                            "stale": any(facts.get(f, set()) & stale for f in frame.fact_ids)
-                            if stale
-                            else None,
+                            "stale": None if stale is None else stale.given(frame, facts),
                             "dated": turn_dated(frame, facts, answer, said_on),
                             "ms": ms,
                             "tokens": len(frame.context) / 4,

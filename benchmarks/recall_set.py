@@ -161,7 +161,9 @@ def _conversation(index: int, person: dict[str, str], rng: random.Random) -> dic
     asked = last.date() + timedelta(days=1)
     questions: list[dict[str, Any]] = []
 
-    def ask(text: str, category: str, turn: str, said: str, superseded: str | None = None) -> None:
+    def ask(
+        text: str, category: str, turn: str, said: str, superseded: tuple[str, str] | None = None
+    ) -> None:
         questions.append(
             {
                 "id": f"{cid}-q{len(questions) + 1:02d}",
@@ -170,7 +172,14 @@ def _conversation(index: int, person: dict[str, str], rng: random.Random) -> dic
                 "answer": _answer(said, person),
                 "category": category,
                 "asked": asked.isoformat(),
-                **({"superseded": [superseded]} if superseded else {}),
+                **(
+                    {
+                        "superseded": [superseded[0]],
+                        "superseded_answer": _answer(superseded[1], person),
+                    }
+                    if superseded
+                    else {}
+                ),
             }
         )
 
@@ -184,10 +193,10 @@ def _conversation(index: int, person: dict[str, str], rng: random.Random) -> dic
             if category == "lexical" and not shared:
                 raise ValueError(f"lexical {text!r} shares no word with {statement!r}")
             ask(text, category, said[(kind, "fact")], statement)
-    for kind, (_, now, asks) in CHANGES.items():
+    for kind, (before, now, asks) in CHANGES.items():
         for text, category in asks:
             # what the answer used to be: inject must not give it back as current
-            old = said[(kind, "old")] if category == "changed" else None
+            old = (said[(kind, "old")], before) if category == "changed" else None
             ask(text, category, said[(kind, "new")], now, old)
     return {
         "id": cid,

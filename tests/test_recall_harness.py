@@ -227,6 +227,23 @@ def test_facts_and_snippets_merge_by_score_and_unscored_facts_keep_their_order()
     assert [turns for turns, _ in unscored] == [{("a", "t2")}, {("a", "t4")}]
 
 
+def test_a_fact_is_stale_only_when_it_says_the_old_answer() -> None:
+    texts = {("a", "t1"): "I work as a nurse at Mercy and I love hiking.",
+             ("a", "t2"): "I just started as a pilot at Aerion."}  # fmt: skip
+    question = {"answers": ["t2"], "answer": "pilot Aerion", "superseded": ["t1"]}
+    old = _score.superseded("a", {**question, "superseded_answer": "nurse Mercy"}, texts)
+    assert old is not None
+    facts = {1: {("a", "t1")}, 2: {("a", "t1")}, 3: {("a", "t2")}}
+    hiking = _Frame([(2, "User loves hiking."), (3, "User works as a pilot at Aerion.")], [], [])
+    nurse = _Frame([(1, "User works as a nurse at Mercy.")], [], [])
+    # another fact of the superseded message is no stale answer; the old job is
+    assert not old.given(hiking, facts) and old.given(nurse, facts)
+    # without the old answer's words, any fact of a superseded turn counts (an upper bound)
+    coarse = _score.superseded("a", question, texts)
+    assert coarse is not None and coarse.given(hiking, facts)
+    assert _score.superseded("a", {"answers": ["t2"]}, texts) is None
+
+
 def test_data_that_breaks_an_assumption_stops_the_run(tmp_path: Path) -> None:
     [first, second] = _small_set()
     path = tmp_path / "set.jsonl"
@@ -238,6 +255,10 @@ def test_data_that_breaks_an_assumption_stops_the_run(tmp_path: Path) -> None:
             "turn 't1' has no text",
         ),
         ([{**second, "questions": [{**second["questions"][0], "answer": 3}]}], "answer 3"),
+        (
+            [{**second, "questions": [{**second["questions"][0], "superseded_answer": ["x"]}]}],
+            r"superseded_answer \['x'\] is not a string",
+        ),
     ]  # fmt: skip
     for conversations, message in cases:
         path.write_text("".join(json.dumps(c) + "\n" for c in conversations), encoding="utf-8")
