@@ -21,7 +21,8 @@ import psycopg
 
 from agent_memory.db.analytics import packed_ranks
 from agent_memory.decay import day_index
-from agent_memory.models import Scope, scope_label
+from agent_memory.models import Scope
+from agent_memory.pseudonyms import Namer, by_label
 
 # One row per scope: its scope_key and its facts' ranks packed as big-endian float8
 # (float8send) in one bytea. Measured at 1M facts over 10k scopes (python -m
@@ -144,9 +145,11 @@ def report(
     purge_below: float,
     purged: int,
     top: int = 20,
+    name: Namer = by_label,
 ) -> DecayReport:
     """Importance distribution, projected expiry and per-scope counts on ``as_of``, for a
-    frame loaded with the same ``purge_below``."""
+    frame loaded with the same ``purge_below``; ``name`` names each scope (in a flow, by its
+    pseudonymous key: :mod:`agent_memory.pseudonyms`)."""
     day = day_index(as_of)
     facts = frame.with_columns(
         # purge_below * 2 ** ((expires_day - day) / half_life), at most 1 (agent_memory.decay)
@@ -205,7 +208,7 @@ def report(
     )
     result.scopes = [
         {
-            "scope": scope_label(r["user_id"], r["agent_id"], r["workflow_id"]),
+            "scope": name(Scope(r["user_id"], r["agent_id"], r["workflow_id"])),
             "facts": int(r["facts"]),
             "mean_importance": round(float(r["mean_importance"]), 4),
             "expiring_7d": int(r["expiring_7d"]),

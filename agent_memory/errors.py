@@ -113,6 +113,19 @@ class ScopesFailedError(AgentMemoryError, RuntimeError):
         return (type(self), (str(self), self.summary))
 
 
+class StepError(AgentMemoryError, RuntimeError):
+    """A pipeline step's failure as the orchestrator is told it: the error's class, size and
+    hash, never its words (:func:`agent_memory.pseudonyms.summarise`). ``error`` is the
+    failure itself, for this process's retry policy; it is neither chained nor pickled."""
+
+    def __init__(self, message: str, error: BaseException | None = None) -> None:
+        super().__init__(message)
+        self.error = error
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled (to another process): the summary only
+        return (type(self), (str(self),))
+
+
 class UnknownScopeError(AgentMemoryError, LookupError):
     """A scope memory holds nothing about (named), asked to act on."""
 

@@ -19,6 +19,7 @@ from agent_memory.embedding import (
 )
 from agent_memory.errors import TransientEmbeddingError
 from agent_memory.models import Scope
+from agent_memory.pseudonyms import Namer, by_label, summarise
 
 
 async def embed_scope(
@@ -27,11 +28,13 @@ async def embed_scope(
     embedder: TextEmbedder,
     log: Log,
     limit: int | None = None,
+    name: Namer = by_label,
 ) -> Embedded:
     """Embed the facts and messages of ``scope`` (None: of all scopes) that have no vector from
     ``embedder``; build the scope's nearest-neighbour index once it is due."""
     if scope is not None:
-        return (await embed_scopes_of(pool, [scope], scope.label, embedder, log, limit))[0]
+        label = name(scope)
+        return (await embed_scopes_of(pool, [scope], label, embedder, log, limit, name))[0]
     done = await embed_missing(pool, embedder, None, limit=limit)
     # the conversations too, so inject finds their messages by meaning
     messages = await embed_snippets(pool, embedder, None, limit=limit)
@@ -47,12 +50,13 @@ async def embed_scopes_of(
     embedder: TextEmbedder,
     log: Log,
     limit: int | None = None,
+    name: Namer = by_label,
 ) -> list[Embedded]:
     """:func:`embed_scope` for a group of scopes at once (a statement and a model call per
     batch of rows, not per scope), the group's ``label`` in the log; what each scope got."""
     done = await embed_scopes(pool, embedder, scopes, limit=limit)
-    for built, name in await ensure_ann_indexes_of(pool, embedder, scopes):
-        log.info("%s: built index %s: nearest vectors now come from it", built.label, name)
+    for built, index in await ensure_ann_indexes_of(pool, embedder, scopes):
+        log.info("%s: built index %s: nearest vectors now come from it", name(built), index)
     _report(log, label, embedder, Embedded.total(done))
     return done
 
@@ -65,7 +69,7 @@ def _report(log: Log, label: str | None, embedder: TextEmbedder, done: Embedded)
             "model changes or `agent-memory embed --retry-rejected`",
             where,
             fact_id,
-            reason,
+            summarise(f"refusal: {reason}"),
         )
     log.info(
         "%s%d fact(s) embedded with %s, %d refused by it; %d message(s) of past conversations",
@@ -84,6 +88,7 @@ class Embedding:
     scopes: list[Scope]
     done: dict[Scope, Embedded] = field(default_factory=dict)
     errors: dict[Scope, Exception] = field(default_factory=dict)
+    name: Namer = by_label  # how the log names a scope
 
 
 async def embed_each(
@@ -98,10 +103,10 @@ async def embed_each(
         if s not in work.done and (s not in work.errors or isinstance(work.errors[s], transient))
     ]
     if todo:
-        label = ScopeGroup.of(todo).label
+        label = ScopeGroup.of(todo, work.name).label
         try:
             async with limits.llm:
-                done = await embed_scopes_of(pool, todo, label, embedder, log)
+                done = await embed_scopes_of(pool, todo, label, embedder, log, name=work.name)
         except Exception as exc:  # the facts are written: only their vectors wait
             for scope in todo:
                 work.errors[scope] = exc

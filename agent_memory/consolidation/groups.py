@@ -32,9 +32,10 @@ from agent_memory.consolidation.load import ScopeBatch, load_batch
 from agent_memory.consolidation.results import ScopeResult, merge
 from agent_memory.consolidation.write import write_or_yield
 from agent_memory.decay import DEFAULT_REINFORCEMENT, Reinforcement
-from agent_memory.errors import TransientExtractionError
+from agent_memory.errors import StepError, TransientExtractionError
 from agent_memory.extraction.base import Extraction, Extractor
 from agent_memory.models import DecayFrom, Scope, Window
+from agent_memory.pseudonyms import Namer, by_label, summarise
 from agent_memory.settings import JobSettings
 
 Stage = Literal["claimed", "loaded", "extracted", "done"]
@@ -76,18 +77,20 @@ class Member:
 
 @dataclass
 class ScopeGroup:
-    """Scopes whose steps run together; ``label`` names them in task runs and logs."""
+    """Scopes whose steps run together; ``label`` names them in task runs and logs, ``name``
+    each scope there (its pseudonymous key in a flow: :mod:`agent_memory.pseudonyms`)."""
 
     members: list[Member]
     label: str
+    name: Namer = by_label
 
     @classmethod
-    def of(cls, scopes: Sequence[Scope]) -> ScopeGroup:
+    def of(cls, scopes: Sequence[Scope], name: Namer = by_label) -> ScopeGroup:
         if len(scopes) == 1:
-            label = scopes[0].label
+            label = name(scopes[0])
         else:
-            label = f"{len(scopes)} scopes: {scopes[0].label} \u2026 {scopes[-1].label}"
-        return cls([Member(s) for s in scopes], label)
+            label = f"{len(scopes)} scopes: {name(scopes[0])} \u2026 {name(scopes[-1])}"
+        return cls([Member(s) for s in scopes], label, name)
 
     def at(self, stage: Stage) -> list[Member]:
         return [m for m in self.members if m.stage == stage]
@@ -97,9 +100,9 @@ class ScopeGroup:
         return [m for m in self.members if m.error is not None and m.stage != "done"]
 
 
-def split(scopes: Sequence[Scope], size: int) -> list[ScopeGroup]:
+def split(scopes: Sequence[Scope], size: int, name: Namer = by_label) -> list[ScopeGroup]:
     """``scopes`` in groups of at most ``size``, as even as that allows (50 scopes in groups of
-    at most 40 make two of 25, not 40 and 10)."""
+    at most 40 make two of 25, not 40 and 10), each scope called by ``name``."""
     if not scopes:
         return []
     count = math.ceil(len(scopes) / size)
@@ -107,7 +110,7 @@ def split(scopes: Sequence[Scope], size: int) -> list[ScopeGroup]:
     groups, start = [], 0
     for i in range(count):
         end = start + each + (1 if i < extra else 0)
-        groups.append(ScopeGroup.of(scopes[start:end]))
+        groups.append(ScopeGroup.of(scopes[start:end], name))
         start = end
     return groups
 
@@ -205,13 +208,18 @@ async def _write_one(pool: AsyncConnectionPool, member: Member, plan: BatchPlan)
     member.finish_batch(result, plan.max_batches)
 
 
-def raise_first(again: list[Member], step: str, log: Log) -> None:
+def raise_first(again: list[Member], step: str, log: Log, name: Namer = by_label) -> None:
     """Raise the first retryable failure of the step, for a retry policy to see (each one is
-    logged with its scope: the retry redoes only those)."""
+    logged with its scope: the retry redoes only those), as a :class:`StepError` that says it
+    without its words (the orchestrator keeps what a failed step says)."""
     for member in again:
-        log.warning("%s: %s failed: %s", member.scope.label, step, member.error)
+        log.warning("%s: %s failed: %s", name(member.scope), step, summarise(_error(member)))
     if again:
-        raise cast(Exception, again[0].error)
+        raise StepError(summarise(_error(again[0])), _error(again[0])) from None
+
+
+def _error(member: Member) -> Exception:
+    return cast(Exception, member.error)
 
 
 async def load(
@@ -230,7 +238,7 @@ async def load(
     loaded = [m.batch for m in group.at("loaded") if m.batch is not None]
     for batch in loaded:
         for note in batch.notes:
-            log.warning("%s: %s", batch.scope.label, note)
+            log.warning("%s: %s", group.name(batch.scope), note)
     log.info(
         "%d batch(es) loaded: %d episode(s), %d already consolidated (no LLM call)",
         len(loaded),
@@ -258,8 +266,12 @@ async def extract(
             continue
         cached += extraction.cached
         answered += not extraction.cached
-        for repair in extraction.repairs:
-            log.warning("%s: repaired the model's answer: %s", member.scope.label, repair)
+        if extraction.repairs:  # they may quote the answer: said by size and hash
+            log.warning(
+                "%s: repaired the model's answer: %s",
+                group.name(member.scope),
+                "; ".join(summarise(f"repair: {r}") for r in extraction.repairs),
+            )
     log.info(
         "%s: %d answer(s) from the model, %d from the cache, %d skipped (already consolidated)",
         extractor.name,
@@ -283,13 +295,13 @@ async def write(
         result = member.results[-1]
         log.info(
             "%s: job %s %s: %d episode(s), %d new fact(s), %d reinforced%s",
-            member.scope.label,
+            group.name(member.scope),
             result.job_id,
             result.outcome,
             result.episodes,
             result.facts_created,
             result.facts_reinforced,
-            f" ({result.error})" if result.error else "",
+            f" ({summarise(result.error)})" if result.error else "",
         )
     return again
 
@@ -319,7 +331,9 @@ async def fail(
                     pool, member.scope, job_id, member.error, secrets, plan.failures, batch
                 )
         except Exception as exc:  # the member keeps its error: the run reports it anyway
-            log.error("%s: could not record the failure: %s", member.scope.label, exc)
+            log.error(
+                "%s: could not record the failure: %s", group.name(member.scope), summarise(exc)
+            )
             if isinstance(exc, DB_TRANSIENT):
                 again.append(exc)
             return
@@ -330,12 +344,12 @@ async def fail(
     for result in recorded:
         log.error(
             "%s: job %s failed; episodes stay pending: %s",
-            result.scope.label,
+            group.name(result.scope),
             result.job_id,
-            result.error,
+            summarise(result.error or ""),
         )
     first = recorded[0] if recorded else None
     message = f"{len(failing)} scope(s) failed; episodes stay pending" + (
-        f" ({first.scope.label}: {first.error})" if first else ""
+        f" ({group.name(first.scope)}: {summarise(first.error or '')})" if first else ""
     )
     return again, message[:1000]

@@ -25,6 +25,7 @@ from agent_memory.consolidation.groups import BatchPlan, Limits, Log, Member, Sc
 from agent_memory.consolidation.results import ScopeResult
 from agent_memory.embedding import TextEmbedder
 from agent_memory.extraction.base import Extractor
+from agent_memory.pseudonyms import Namer, by_label
 from agent_memory.redact import redact
 
 # how a step ended: None when it ran to its end (its members' own errors are on them), else
@@ -105,11 +106,13 @@ async def one_round(run: Run, group: ScopeGroup) -> None:
                 logging.getLogger(__name__).warning("progress update failed: %s", exc)
 
 
-async def _embed(run: Run, label: str, members: list[Member], embedder: TextEmbedder) -> None:
+async def _embed(
+    run: Run, label: str, members: list[Member], embedder: TextEmbedder, name: Namer = by_label
+) -> None:
     """Embed the members' new facts. The facts are already written: a failure here leaves
     them without embeddings (the next run, or ``agent-memory embed``, catches up), not the
     scope failed."""
-    work = Embedding([m.scope for m in members])
+    work = Embedding([m.scope for m in members], name=name)
     end = await run.steps.embed(work, embedder, label)
     if end is not None:  # a scope that did not get its turn has the step's error
         error = end if isinstance(end, Exception) else RuntimeError(repr(end))
@@ -148,7 +151,7 @@ async def one_group(run: Run, group: ScopeGroup) -> None:
             await one_round(run, group)
         done = [m for m in claimed if any(r.outcome == "completed" for r in m.results)]
         if run.embedder is not None and done:
-            await _embed(run, group.label, done, run.embedder)
+            await _embed(run, group.label, done, run.embedder, group.name)
     finally:
         with contextlib.suppress(Exception):  # a dead connection has dropped the locks anyway
             await run.claims.release_each([m.scope for m in claimed])

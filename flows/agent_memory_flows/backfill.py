@@ -74,7 +74,7 @@ def _run_name() -> str:
     def day(value: datetime | None) -> str:
         return value.date().isoformat() if value else "…"
 
-    where = scope.to_scope().label if scope else "all scopes"
+    where = scope.key() if scope else "all scopes"
     if since is None and until is None:
         return f"backfill [all time, {where}]"
     return f"backfill [{day(since)} to {day(until)}, {where}]"

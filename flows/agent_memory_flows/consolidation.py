@@ -30,7 +30,7 @@ __all__ = [
 def _run_name() -> str:
     params = runtime.flow_run.parameters.get("params")
     scope = getattr(params, "scope", None)
-    where = scope.to_scope().label if scope else "all scopes"
+    where = scope.key() if scope else "all scopes"
     if getattr(params, "shard_count", 1) > 1:
         where += f", shard {params.shard + 1}/{params.shard_count}"
     return f"consolidate [{where}]"

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agent_memory import analytics
 from agent_memory.db.pool import open_pool
+from agent_memory.db.scope_keys import namer_for
 from agent_memory.decay import DecayPolicy, today
 from agent_memory.settings import get_settings
 from agent_memory_flows.params import ScopeParam
@@ -68,7 +69,7 @@ def _run_name() -> str:
     params = runtime.flow_run.parameters.get("params")
     scope = getattr(params, "scope", None)
     day = getattr(params, "as_of", None) or today()
-    return f"decay [{scope.to_scope().label if scope else 'all scopes'}] {day}"
+    return f"decay [{scope.key() if scope else 'all scopes'}] {day}"
 
 
 @flow(name="memory-decay", flow_run_name=_run_name, persist_result=False)
@@ -81,7 +82,8 @@ async def decay_flow(
     policy = DecayPolicy.of(settings.memory)
     purge_below = params.purge_below or settings.memory.purge_threshold
     scope = params.scope.to_scope() if params.scope else None
-    label = scope.label if scope else "all scopes"
+    name = await asyncio.to_thread(namer_for, settings.db)
+    label = name(scope) if scope else "all scopes"
     async with open_pool(settings, max_size=2) as pool:
         # purge with the policy the expiry days were computed with, then apply a changed one
         retry = settings.task_retries
@@ -89,7 +91,7 @@ async def decay_flow(
         purged = await purge(pool, purge_below, as_of, scope, params.batch_size, label)
         await configured(sync_decay_policy, retry)(pool, policy, as_of)
         analyse = configured(decay_analytics, retry)
-        report = await analyse(pool, as_of, scope, purge_below, purged, label)
+        report = await analyse(pool, as_of, scope, purge_below, purged, label, name)
         await configured(record_decay_run, retry)(pool, report, scope, policy)
     await acreate_table_artifact(
         table=report.distribution or [{"importance": "-", "facts": 0}],

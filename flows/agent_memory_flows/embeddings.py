@@ -18,6 +18,7 @@ from agent_memory.db.connection import resolve
 from agent_memory.db.pool import open_pool
 from agent_memory.embedding import make_embedder, vectors_ready
 from agent_memory.errors import EmbeddingError
+from agent_memory.pseudonyms import summarise
 from agent_memory.settings import get_settings
 from agent_memory_tasks.consolidation import embed_facts
 from agent_memory_tasks.policy import configured
@@ -87,7 +88,10 @@ async def reembed_flow(
     ]
     if done.refusals:
         lines += ["", "| fact | why the model refused it |", "|---|---|"]
-        lines += [f"| {r['fact_id']} | {str(r['reason']).replace('|', '/')} |" for r in shown]
+        # the model's reason may quote the fact: said by size and hash in Prefect
+        for row in shown:
+            said = summarise("refusal: " + str(row["reason"]))
+            lines.append(f"| {row['fact_id']} | {said} |")
         if done.refused > MAX_REFUSALS_SHOWN:
             lines.append(f"\n{done.refused - MAX_REFUSALS_SHOWN} more in the run's log.")
     await acreate_markdown_artifact(

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from agent_memory.db.scope_keys import namer_for
 from agent_memory.models import MAX_SCOPE_PART_CHARS, DecayFrom, Scope
+from agent_memory.settings import get_settings
 
 
 class ScopeParam(BaseModel):
@@ -18,6 +20,11 @@ class ScopeParam(BaseModel):
 
     def to_scope(self) -> Scope:
         return Scope(self.user_id, self.agent_id, self.workflow_id)
+
+    def key(self) -> str:
+        """The scope's pseudonymous key: what run names and artifacts call it (the run's
+        parameters name the scope; erasing it deletes such a run from Prefect)."""
+        return namer_for(get_settings().db)(self.to_scope())
 
 
 class ConsolidationParams(BaseModel):

@@ -1,6 +1,11 @@
 """What a consolidation run tells operators: its summary as table artifacts (a narrow one to
 read first, every figure in a second), a failures artifact saying how to retry, and a Prefect
-event per failed scope for automations."""
+event per failed scope for automations.
+
+Prefect keeps all of it in its own database, which erasing a scope does not reach: a scope is
+named by its pseudonymous key and an error by its class, size and hash
+(:mod:`agent_memory.pseudonyms`); the whole error is in the job row (``agent-memory jobs
+list``), and ``agent-memory scopes reveal KEY`` says whose a key is."""
 
 from __future__ import annotations
 
@@ -12,10 +17,21 @@ from prefect.events import emit_event
 
 from agent_memory.consolidation import RunSummary, ScopeResult, run_summary
 from agent_memory.db.failures import HeldBack
+from agent_memory.pseudonyms import Namer, by_label, summarise
 
 SUMMARY_KEY = "memory-consolidation-summary"
 
 _SHORT_ERROR = 80  # characters of the error in the narrow summary table
+
+
+def _told(result: ScopeResult, name: Namer) -> dict[str, Any]:
+    """A scope's summary row as Prefect is told it: the scope by ``name``, the error
+    summarised."""
+    return {
+        **result.row(),
+        "scope": name(result.scope),
+        "error": summarise(result.error) if result.error else "",
+    }
 
 
 def _narrow(row: dict[str, Any]) -> dict[str, Any]:
@@ -35,17 +51,20 @@ async def publish(
     extractor_name: str,
     summary_key: str = SUMMARY_KEY,
     held: HeldBack | None = None,
+    name: Namer = by_label,
 ) -> RunSummary:
-    """The run's summary: its table artifact, a failures artifact and an event per failed
-    scope. ``held``: the scopes with pending episodes the run left for later."""
+    """The run's summary (returned whole, to the caller in this process) and what Prefect is
+    told of it: its table artifact, a failures artifact and an event per failed scope, each
+    scope called by ``name``. ``held``: the scopes with pending episodes the run left for
+    later."""
     logger = get_run_logger()
     summary = run_summary(results, extractor_name, held.note() if held is not None else None)
+    rows = [_told(r, name) for r in results]
     cost = summary["cost_usd"]
     spent = f", ${cost:.4f}" if cost is not None else ""
     await acreate_table_artifact(
         # narrow enough to read without scrolling; every column is in the details artifact
-        table=[_narrow(r) for r in summary["results"]]
-        or [{"scope": "-", "outcome": "nothing pending"}],
+        table=[_narrow(r) for r in rows] or [{"scope": "-", "outcome": "nothing pending"}],
         key=summary_key,
         description=(
             f"{summary['scopes']} scope(s): {summary['completed']} completed, "
@@ -55,23 +74,22 @@ async def publish(
             + (f". {summary['held_back']}" if summary["held_back"] else "")
         ),
     )
-    if summary["results"]:
+    if rows:
         await acreate_table_artifact(
-            table=summary["results"],
+            table=rows,
             key=f"{summary_key}-details",
             description="every figure of each scope: batches, facts by kind of change, "
-            "tokens, cost and the whole error",
+            "tokens, cost and the error (said by class, size and hash: the whole error is in "
+            "the job row, `agent-memory jobs list`)",
         )
     if summary["failed"]:
         failed = "\n".join(
             f"- `{r['scope']}` (job {r['job']}): {r['error']}"
-            for r in summary["results"]
+            for r in rows
             if r["outcome"] == "failed"
         )
         jobs = " ".join(
-            f"--job {r['job']}"
-            for r in summary["results"]
-            if r["outcome"] == "failed" and r["job"] is not None
+            f"--job {r['job']}" for r in rows if r["outcome"] == "failed" and r["job"] is not None
         )
         await acreate_markdown_artifact(
             markdown="## Failed scopes\n\nTheir episodes stay pending for the next run.\n\n"
@@ -89,7 +107,7 @@ async def publish(
         )
     for result in results:
         if result.outcome == "failed":
-            emit_failure(result)
+            emit_failure(result, name)
     return summary
 
 
@@ -97,21 +115,22 @@ FAILED_EVENT = "memory.consolidation.failed"
 PARKED_EVENT = "memory.consolidation.parked"
 
 
-def emit_failure(result: ScopeResult) -> None:
+def emit_failure(result: ScopeResult, name: Namer = by_label) -> None:
     """A Prefect event for a failed scope (``.parked`` once it has failed too often), for
-    automations to react to; see docs/operations.md."""
-    label = result.scope.label
+    automations to react to; see docs/operations.md. The resource is the scope's key
+    (``agent-memory.scope.scope-1f2e...``); the error is said by class, size and hash."""
+    key = name(result.scope)
     emit_event(
         event=PARKED_EVENT if result.parked else FAILED_EVENT,
         resource={
-            "prefect.resource.id": f"agent-memory.scope.{label.replace(' ', ',')}",
-            "prefect.resource.name": label,
+            "prefect.resource.id": f"agent-memory.scope.{key.replace(' ', ',')}",
+            "prefect.resource.name": key,
         },
         payload={
             "job_id": result.job_id,
-            "error": result.error,
+            "error": summarise(result.error) if result.error else None,
             "failures": result.failures,
             "parked": result.parked,
-            **result.scope.as_dict(),
+            "scope_key": key,
         },
     )

@@ -24,6 +24,7 @@ from agent_memory.consolidation.runner import OnBatch, RoundSteps, Run, StepEnd,
 from agent_memory.db.connection import resolve
 from agent_memory.db.failures import HeldBack
 from agent_memory.db.pool import open_pool
+from agent_memory.db.scope_keys import namer_for
 from agent_memory.decay import Reinforcement
 from agent_memory.embedding import TextEmbedder, make_embedder, vectors_ready
 from agent_memory.extraction import OfflineExtractor, build_extractor
@@ -246,11 +247,12 @@ async def consolidate_scopes(
     size = settings.consolidation.group_size
     embedder = await asyncio.to_thread(_embedder, settings)
     steps = PrefectSteps(pool, extractor, plan, limits, secrets, settings.task_retries)
+    name = await asyncio.to_thread(namer_for, settings.db)  # scopes by key, in Prefect
     claims = await ScopeClaims.open(resolve(settings.db))
     try:
         run = Run(claims, steps, plan, secrets, on_batch, embedder)
         in_flight = groups_in_flight(size, settings.llm.max_concurrency)
-        return await consolidate_groups(run, split(scopes, size), in_flight)
+        return await consolidate_groups(run, split(scopes, size, name), in_flight)
     finally:
         with contextlib.suppress(Exception):
             await claims.close()
@@ -285,4 +287,5 @@ async def run_consolidation(
             if params.scope is None and (runtime.flow_run.run_count or 1) <= 1:
                 held = await configured(find_held_back, settings.task_retries)(pool)
         results = await consolidate_scopes(pool, scopes, params, window, on_batch, extractor)
-    return await publish(results, extractor.name, summary_key, held)
+    name = await asyncio.to_thread(namer_for, settings.db)
+    return await publish(results, extractor.name, summary_key, held, name)

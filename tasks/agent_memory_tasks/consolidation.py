@@ -19,8 +19,10 @@ from agent_memory.db import failures as failure_repo
 from agent_memory.db import jobs as job_repo
 from agent_memory.db.failures import HeldBack
 from agent_memory.embedding import Embedded, TextEmbedder
+from agent_memory.errors import StepError
 from agent_memory.extraction.base import Extractor
 from agent_memory.models import Scope, Window
+from agent_memory.pseudonyms import summarise
 from agent_memory_tasks.policy import step
 
 
@@ -49,7 +51,8 @@ async def load_group(
 ) -> None:
     """Load each member's next batch (:func:`~agent_memory.consolidation.groups.load`)."""
     log = get_run_logger()
-    groups.raise_first(await groups.load(pool, group, extractor, plan, limits, log), "load", log)
+    again = await groups.load(pool, group, extractor, plan, limits, log)
+    groups.raise_first(again, "load", log, group.name)
 
 
 @step("llm", "extract-facts", task_run_name="extract [{group_label}]")
@@ -63,7 +66,7 @@ async def extract_group(
     """Extract each loaded member's facts (:func:`~agent_memory.consolidation.groups.extract`)."""
     log = get_run_logger()
     again = await groups.extract(pool, group, extractor, limits, log)
-    groups.raise_first(again, "extract", log)
+    groups.raise_first(again, "extract", log, group.name)
 
 
 @step("db", "write-facts", task_run_name="write [{group_label}]")
@@ -76,7 +79,8 @@ async def write_group(
 ) -> None:
     """Write each extracted member's batch (:func:`~agent_memory.consolidation.groups.write`)."""
     log = get_run_logger()
-    groups.raise_first(await groups.write(pool, group, plan, limits, log), "write", log)
+    again = await groups.write(pool, group, plan, limits, log)
+    groups.raise_first(again, "write", log, group.name)
 
 
 @step("db", "record-failure", task_run_name="fail [{group_label}]")
@@ -92,7 +96,7 @@ async def record_failures(
     the task run ends Failed, naming them."""
     again, message = await groups.fail(pool, group, secrets, plan, limits, get_run_logger())
     if again:
-        raise again[0]
+        raise StepError(summarise(again[0]), again[0]) from None
     return Failed(message=message)
 
 
@@ -106,7 +110,7 @@ async def embed_facts(
 ) -> Embedded:
     """Embed the facts (and conversations' messages) that have no vector from ``embedder``,
     of one scope or (None) of all."""
-    return await embed_scope(pool, scope, embedder, get_run_logger(), limit)
+    return await embed_scope(pool, scope, embedder, get_run_logger(), limit, lambda _: scope_label)
 
 
 @step("embedding", "embed-facts", task_run_name="embed [{group_label}]")
@@ -120,8 +124,8 @@ async def embed_group(
     """Embed each scope's new facts and messages
     (:func:`~agent_memory.consolidation.embed.embed_each`)."""
     again = await embed_each(pool, work, embedder, limits, get_run_logger())
-    if again:
-        raise again[0]
+    if again:  # said without its words: the orchestrator keeps it
+        raise StepError(summarise(again[0]), again[0]) from None
 
 
 @step("db", "find-held-back-scopes")

@@ -13,6 +13,7 @@ from agent_memory.db import term_counts
 from agent_memory.db.migrations import policy_params
 from agent_memory.decay import DecayPolicy
 from agent_memory.models import Scope
+from agent_memory.pseudonyms import Namer, by_label
 from agent_memory_tasks.policy import step
 
 
@@ -58,10 +59,11 @@ async def decay_analytics(
     purge_below: float,
     purged: int,
     scope_label: str,
+    name: Namer = by_label,
 ) -> analytics.DecayReport:
     async with pool.connection() as conn:
         frame = await analytics.load_frame(conn, scope, purge_below)
-    return analytics.report(frame, as_of=as_of, purge_below=purge_below, purged=purged)
+    return analytics.report(frame, as_of=as_of, purge_below=purge_below, purged=purged, name=name)
 
 
 @step("db", "record-decay-run")

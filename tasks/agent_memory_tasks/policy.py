@@ -18,7 +18,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.client.schemas.objects import State, TaskRun
 from prefect.tasks import exponential_backoff
 
-from agent_memory.errors import TransientEmbeddingError, TransientExtractionError
+from agent_memory.errors import StepError, TransientEmbeddingError, TransientExtractionError
 from agent_memory.settings import TaskRetrySettings
 
 RetryKind = Literal["db", "llm", "embedding", "none"]
@@ -32,6 +32,8 @@ STEP: dict[str, Any] = {"cache_policy": NO_CACHE, "persist_result": False}
 
 async def _transient(exc_types: tuple[type[BaseException], ...], state: State[Any]) -> bool:
     error = await state.aresult(raise_on_failure=False)
+    if isinstance(error, StepError):  # told the orchestrator without its words: the failure
+        error = error.error
     return isinstance(error, exc_types)
 
 
