@@ -24,6 +24,7 @@ from agent_memory.db import tenants as tenant_repo
 from agent_memory.decay import today
 from agent_memory.errors import InvalidFactError, UnknownFactError, UnknownScopeError
 from agent_memory.models import Fact, FactKind, MemoryItem, Scope
+from agent_memory.settings import Settings
 
 if TYPE_CHECKING:
     from agent_memory.store import AgentMemoryStore
@@ -54,8 +55,18 @@ class Management:
     """Export and erasure over the manager's pool (the manager provides what is declared
     here)."""
 
+    settings: Settings
+
     async def _apool(self) -> AsyncConnectionPool:
         raise NotImplementedError
+
+    async def _forget_in_orchestrator(self, scopes: list[Scope]) -> dict[str, int]:
+        """Delete what Prefect's database holds of erased ``scopes``; how much of each kind
+        went. A documented exception of the layer contract, like ``consolidate``: erasure
+        reaches up to ``agent_memory_flows.erasure``, importing Prefect when called."""
+        from agent_memory_flows.erasure import forget_in_prefect
+
+        return await forget_in_prefect(scopes, self.settings)
 
     async def erase(
         self,
@@ -79,6 +90,7 @@ class Management:
             removed = await erasure_repo.erase(conn, scope, checkpoint_schema, threads)
             if not any(removed.values()):
                 raise UnknownScopeError(f"memory holds nothing about {scope.label}: not erased")
+        removed.update(await self._forget_in_orchestrator([scope]))  # Prefect's database too
         return removed
 
     def store(
