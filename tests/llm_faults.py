@@ -15,7 +15,8 @@ import pytest
 
 from agent_memory import MemoryManager, Scope
 from agent_memory.consolidation.groups import ScopeGroup
-from agent_memory.settings import Settings, use_settings
+from agent_memory.db.scope_keys import namer_for
+from agent_memory.settings import Settings, get_settings, use_settings
 from tests.fake_llm import FakeLLM, Reply
 
 MARK = "FAULTY"
@@ -210,8 +211,14 @@ def extract_attempts(caplog: pytest.LogCaptureFixture) -> dict[str, int]:
 
 
 def group_label(users: list[str]) -> str:
-    """The name of the group the run makes of these users' scopes (all in one group)."""
-    return ScopeGroup.of([Scope(user_id=u) for u in sorted(users)]).label
+    """The name of the group the run makes of these users' scopes (all in one group), by
+    their pseudonymous keys as Prefect is told them."""
+    return ScopeGroup.of([Scope(user_id=u) for u in sorted(users)], key_of).label
+
+
+def key_of(scope: Scope) -> str:
+    """``scope``'s pseudonymous key in the settings' database (what Prefect is told)."""
+    return namer_for(get_settings().db)(scope)
 
 
 def with_llm(settings: Settings, **update: Any) -> Settings:

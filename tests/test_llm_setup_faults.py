@@ -26,6 +26,7 @@ from tests.llm_faults import (
     extract_attempts,
     group_label,
     job_rows,
+    key_of,
     with_llm,
 )
 
@@ -286,7 +287,7 @@ async def test_the_task_graph_links_the_steps_and_a_failed_scope_s_task_reads_fa
     assert upstream(write) == {load.id, extract.id}
     assert upstream(fail) == {load.id, extract.id, write.id}
     assert fail.state.type.value == "FAILED"
-    assert f"1 scope(s) failed; episodes stay pending ({trio.marked.label}: " in str(
+    assert f"1 scope(s) failed; episodes stay pending ({key_of(trio.marked)}: " in str(
         fail.state.message
     )
     assert write.state.type.value == "COMPLETED"

@@ -26,6 +26,7 @@ from agent_memory_flows.consolidation import (
 from agent_memory_flows.outcome import run_for_summary
 from agent_memory_flows.retry import RetryParams, retry_flow
 from tests.fake_llm import FakeLLM, Reply
+from tests.llm_faults import key_of
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
@@ -193,6 +194,7 @@ async def test_a_failed_scope_emits_an_event(
 ) -> None:
     fake_llm.reset(broken_for("evented"))
     await record(llm_settings, "evented")
+    key = key_of(Scope(user_id="evented"))
     summary = await run_for_summary(consolidation_flow, ConsolidationParams())
     job_id = summary["results"][0]["job"]
 
@@ -207,7 +209,7 @@ async def test_a_failed_scope_emits_an_event(
         return [
             e
             for e in response.json()["events"]
-            if e["resource"].get("prefect.resource.name") == "user=evented"
+            if e["resource"].get("prefect.resource.name") == key
         ]
 
     found: list[dict[str, Any]] = []
@@ -219,10 +221,11 @@ async def test_a_failed_scope_emits_an_event(
     assert len(found) == 1, "no memory.consolidation.failed event reached the server"
     event = found[0]
     assert event["event"] == FAILED_EVENT
-    assert event["resource"]["prefect.resource.id"] == "agent-memory.scope.user=evented"
+    # the scope by its key, the error by class, size and hash: no id, no words in Prefect
+    assert event["resource"]["prefect.resource.id"] == f"agent-memory.scope.{key}"
     assert event["payload"]["job_id"] == job_id
-    assert event["payload"]["failures"] == 1 and event["payload"]["user_id"] == "evented"
-    assert "not JSON" in event["payload"]["error"] or "JSON" in event["payload"]["error"]
+    assert event["payload"]["failures"] == 1 and event["payload"]["scope_key"] == key
+    assert event["payload"]["error"].startswith("ExtractionError (") and "evented" not in str(event)
 
 
 def test_cli_lists_dead_jobs_and_refuses_a_bad_retry(

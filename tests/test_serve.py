@@ -14,8 +14,11 @@ from typing import Any
 import psycopg
 import pytest
 
+from agent_memory import Scope
+from agent_memory.db import scope_keys
 from agent_memory.errors import PrefectServerError
 from agent_memory.private import TELEMETRY_OFF
+from agent_memory.pseudonyms import scope_key
 from agent_memory_deployments.schedules import SCHEDULES
 from agent_memory_deployments.server import free_port, prefect_database_url
 from tests.prefect_api import api, wait_for
@@ -89,7 +92,9 @@ def test_serve_registers_schedules_and_runs_a_triggered_consolidation(
         "SELECT status, flow_run_id, episodes_processed FROM agent_memory.consolidation_jobs"
     ).fetchone()
     assert job == ("completed", run["id"], 1)
-    wanted = {"load [user=served]", "extract [user=served]", "write [user=served]"}
+    # the scope by its pseudonymous key: Prefect is never told user ids
+    key = scope_key(scope_keys.secret(db), Scope(user_id="served"))
+    wanted = {f"load [{key}]", f"extract [{key}]", f"write [{key}]"}
 
     def named() -> bool:  # the server records task runs from events, a moment after they ran
         runs = api(base, "/task_runs/filter", {"flow_runs": {"id": {"any_": [run["id"]]}}})
