@@ -15,6 +15,7 @@ from agent_memory.decay import days_to_purge, today
 from agent_memory.models import Fact
 from agent_memory.settings import Settings
 from agent_memory_flows.decay import DecayParams, decay_flow
+from tests.llm_faults import key_of
 
 GENERAL = math.log(2) / -math.log(0.95)  # the half-life of 0.95 a day
 
@@ -99,8 +100,8 @@ async def test_decay_as_of_a_later_day_and_analytics(manager: MemoryManager) -> 
     expiry = {r["within_days"]: r["expiring"] for r in report["expiry"]}
     assert expiry[30] == 1  # f3: 0.18 -> below 0.05 in 25 more days
     assert report["scopes"] == [
-        {
-            "scope": "user=future",
+        {  # by the scope's key: the same table is the run's artifact, kept by Prefect
+            "scope": key_of(Scope(user_id="future")),
             "facts": 3,
             "mean_importance": pytest.approx((0.9 + 0.8 + 0.3) * 0.95**10 / 3, abs=1e-3),
             "expiring_7d": 0,

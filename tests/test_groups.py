@@ -14,6 +14,7 @@ from agent_memory.consolidation.groups import ScopeGroup, groups_in_flight, spli
 from agent_memory.settings import ConsolidationSettings, Settings, use_settings
 from agent_memory_flows.consolidation import ConsolidationParams, consolidation_flow
 from agent_memory_flows.outcome import run_for_summary
+from tests.llm_faults import key_of
 
 USERS = [f"grouped-{i}" for i in range(1, 6)]
 
@@ -77,10 +78,12 @@ async def test_a_task_run_per_step_and_group_and_every_scope_s_outcome_kept(
 
     # five scopes in groups of at most two: three groups, each step once per group
     runs = task_runs(caplog)
+    # named by the scopes' keys: Prefect is never told user ids
+    k = {u: key_of(Scope(user_id=u)) for u in USERS}
     groups = [
-        "2 scopes: user=grouped-1 \u2026 user=grouped-2",
-        "2 scopes: user=grouped-3 \u2026 user=grouped-4",
-        "user=grouped-5",
+        f"2 scopes: {k['grouped-1']} \u2026 {k['grouped-2']}",
+        f"2 scopes: {k['grouped-3']} \u2026 {k['grouped-4']}",
+        k["grouped-5"],
     ]
     for step in ("load", "extract", "write"):
         assert sorted(n for n in runs if n.startswith(f"{step} [")) == sorted(
@@ -99,7 +102,7 @@ async def test_a_task_run_per_step_and_group_and_every_scope_s_outcome_kept(
     for user in USERS:
         assert (
             sum(
-                line.startswith(f"user={user}: job ") and " completed: 1 episode(s)" in line
+                line.startswith(f"{k[user]}: job ") and " completed: 1 episode(s)" in line
                 for line in written
             )
             == 1

@@ -20,7 +20,9 @@ from psycopg.types.json import Jsonb
 
 from agent_memory import Scope
 from agent_memory.consolidation.groups import ScopeGroup
+from agent_memory.db import scope_keys
 from agent_memory.private import TELEMETRY_OFF
+from agent_memory.pseudonyms import namer
 from agent_memory_deployments.schedules import CONSOLIDATION, SCHEDULES
 from agent_memory_deployments.server import PrefectServer, start_prefect_server
 from tests.fake_llm import FakeLLM, Reply, facts_answer
@@ -140,7 +142,8 @@ def test_prefect_yaml_deployments_run_on_a_process_work_pool(
     ).fetchall()
     assert jobs == [(u, "completed", run["id"]) for u in USERS]
     # the three scopes are one group: a task run per step for the three
-    group = ScopeGroup.of([Scope(user_id=u) for u in USERS]).label
+    # (named by the scopes' keys: Prefect is never told user ids)
+    group = ScopeGroup.of([Scope(user_id=u) for u in USERS], namer(scope_keys.secret(db))).label
     wanted = {f"{step} [{group}]" for step in ("load", "extract", "write")}
 
     def task_runs() -> set[str] | None:  # recorded from events, a moment after they ran
