@@ -45,7 +45,7 @@ from langgraph.store.base import (
 )
 from pydantic import ValidationError
 
-from agent_memory.db import fusion
+from agent_memory.db import fusion, store_writes
 from agent_memory.db import recall as recall_repo
 from agent_memory.db import store as store_repo
 from agent_memory.db.dual import Steps, Transaction, run_async, run_sync
@@ -354,15 +354,16 @@ class AgentMemoryStore(BaseStore):
                     read.limit,
                     read.offset,
                 )
-        for (namespace, key), (op, fact) in plan.writes.items():
+        # in key order: two batches that write the same keys lock them in one order
+        for (namespace, key), (op, fact) in sorted(plan.writes.items(), key=lambda w: w[0]):
             scope = self.template.memory_scope(namespace)
             if op.value is None:
-                yield from store_repo.delete_steps(namespace, key, scope)
+                yield from store_writes.delete_steps(namespace, key, scope)
             elif scope is not None and fact is not None:
-                yield from store_repo.put_memory_steps(namespace, key, op.value, scope, fact)
+                yield from store_writes.put_memory_steps(namespace, key, op.value, scope, fact)
             else:
                 owner = self.template.owner(namespace)
-                yield from store_repo.put_document_steps(namespace, key, op.value, owner)
+                yield from store_writes.put_document_steps(namespace, key, op.value, owner)
         return plan.results
 
     def _halves(
