@@ -112,13 +112,15 @@ async def test_the_mcp_server_over_stdio(
 
 
 @asynccontextmanager
-async def http_server(database_url: str) -> AsyncIterator[str]:
+async def http_server(
+    database_url: str, *extra: str, env: dict[str, str] | None = None
+) -> AsyncIterator[str]:
     port = free_port()
     args = ["-m", "agent_memory_deployments.cli", "mcp", "--user", "mcp-user", "--port", str(port)]
     proc = subprocess.Popen(
-        [sys.executable, *args],
+        [sys.executable, *args, *extra],
         cwd=ROOT,
-        env=server_env(database_url),
+        env={**server_env(database_url), **(env or {})},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
@@ -130,19 +132,41 @@ async def http_server(database_url: str) -> AsyncIterator[str]:
         proc.wait(timeout=60)
 
 
+async def listening(url: str) -> None:
+    """Once the server at ``url`` answers (within the caller's deadline)."""
+    async with httpx.AsyncClient() as http:
+        while True:
+            try:
+                await http.get(url)
+                return
+            except httpx.ConnectError:
+                await asyncio.sleep(0.5)
+
+
+@asynccontextmanager
+async def session_on(
+    url: str, headers: dict[str, str] | None = None
+) -> AsyncIterator[ClientSession]:
+    """The SDK client's session with the server at ``url``, sending ``headers``."""
+    await listening(url)
+    async with (
+        httpx.AsyncClient(headers=headers, timeout=30) as http,
+        streamable_http_client(url, http_client=http) as (read, write, _),
+        ClientSession(read, write) as session,
+    ):
+        yield session
+
+
 async def test_the_mcp_server_over_streamable_http(
     database_url: str, db: psycopg.Connection[Any], manager: MemoryManager
 ) -> None:
     seed(db)
-    async with asyncio.timeout(180), http_server(database_url) as url:
-        while True:  # until the server listens (within the deadline above)
-            try:
-                client = streamable_http_client(url)
-                async with client as (read, write, _), ClientSession(read, write) as session:
-                    await exercise(session, db, manager)
-                    return
-            except* httpx.ConnectError:  # not listening yet
-                await asyncio.sleep(0.5)
+    async with (
+        asyncio.timeout(180),
+        http_server(database_url) as url,
+        session_on(url) as session,
+    ):
+        await exercise(session, db, manager)
 
 
 async def test_a_server_that_allows_it_lets_its_tools_name_those_users_only(
@@ -175,3 +199,82 @@ async def test_a_server_that_allows_it_lets_its_tools_name_those_users_only(
         "SELECT user_id, content FROM agent_memory.memory_items ORDER BY id"
     ).fetchall()
     assert rows == [("ana", "Ana likes jazz."), ("desk", "The desk is shared.")]
+
+
+# ---- a bearer token, required off loopback -------------------------------------------------
+
+TOKEN = "s3cret-token-of-the-test-0123456789"
+
+
+def refusal(*args: str, env: dict[str, str] | None = None) -> str:
+    """What ``agent-memory mcp ARGS`` says when it refuses to start (it must exit, not serve)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "agent_memory_deployments.cli", "mcp", "--user", "u", *args],
+        cwd=ROOT,
+        env={**server_env("postgresql://nobody@127.0.0.1:1/none"), **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    return " ".join(done.stderr.split())
+
+
+def test_a_server_off_loopback_without_a_token_refuses_to_start_naming_the_flag() -> None:
+    port = str(free_port())
+    for host in ("0.0.0.0", "::", "192.0.2.7", "memory.example.com"):
+        said = refusal("--port", port, "--host", host)
+        assert "--auth-token" in said and "AGENT_MEMORY_MCP_AUTH_TOKEN" in said, said
+        assert f"--host {host} would serve its memory to the network" in said
+    said = refusal("--port", port, "--host", "0.0.0.0", "--allow-any-user")
+    assert "every user's memory (--allow-any-user)" in said and "--auth-token" in said
+    said = refusal("--port", port, "--host", "0.0.0.0", "--auth-token", "short")
+    assert "5 characters long; use 16 at least" in said and "short" not in said.split("long")[1]
+    # a set variable that is too short is refused the same way
+    said = refusal(
+        "--port", port, "--host", "127.0.0.1", env={"AGENT_MEMORY_MCP_AUTH_TOKEN": "tiny"}
+    )
+    assert "4 characters long" in said
+
+
+async def _refused(url: str, headers: dict[str, str] | None) -> None:
+    async with httpx.AsyncClient(headers=headers) as http:
+        answer = await http.post(
+            url,
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+            headers={"Accept": "application/json, text/event-stream"},
+        )
+        assert answer.status_code == 401, answer.text
+        assert answer.headers["www-authenticate"].startswith("Bearer")
+    with pytest.raises(Exception) as caught:  # the SDK client fails on the 401 too
+        async with session_on(url, headers) as session:
+            await session.initialize()
+    assert "401" in repr(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("extra", "env"),
+    [
+        ((), {"AGENT_MEMORY_MCP_AUTH_TOKEN": TOKEN}),  # on loopback, from the environment
+        (("--host", "0.0.0.0", "--auth-token", TOKEN), {}),  # off loopback, by the flag
+    ],
+    ids=["loopback-variable", "all-interfaces-flag"],
+)
+async def test_with_a_token_every_request_must_carry_it(
+    database_url: str,
+    db: psycopg.Connection[Any],
+    manager: MemoryManager,
+    extra: tuple[str, ...],
+    env: dict[str, str],
+) -> None:
+    seed(db)
+    async with asyncio.timeout(180), http_server(database_url, *extra, env=env) as url:
+        async with session_on(url, {"Authorization": f"Bearer {TOKEN}"}) as session:
+            await exercise(session, db, manager)
+        for headers in (
+            None,
+            {"Authorization": "Bearer wrong-token-of-the-same-length-012"},
+            {"Authorization": f"Basic {TOKEN}"},
+            {"Authorization": f"Bearer {TOKEN}x"},
+        ):
+            await _refused(url, headers)

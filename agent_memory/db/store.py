@@ -4,7 +4,7 @@ facts its memory namespaces show.
 What one read sees is :func:`items_cte`: the store's rows under a namespace (a memory item
 while its fact is current, a document always), and the current facts of the memory namespaces
 there that no row shows yet (facts consolidation wrote), each under a key made from its id
-(:func:`fact_key`). Writes of a memory item write its fact too (:mod:`agent_memory.db.facts`).
+(:func:`fact_key`). Writes are in :mod:`agent_memory.db.store_writes`.
 """
 
 from __future__ import annotations
@@ -15,10 +15,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import psycopg
-from psycopg.types.json import Jsonb
 
 from agent_memory.db.dual import Run, Steps
-from agent_memory.db.facts import SUPERSEDE, UPSERT, content_hash
 from agent_memory.db.fragments import SCOPE_MATCH, importance_on
 from agent_memory.db.fulltext import text_hits
 from agent_memory.errors import InvalidStoreRequestError
@@ -351,104 +349,3 @@ FROM agent_memory.store_items WHERE {SCOPE_MATCH} ORDER BY created_at, id""",
         }
         for r in await cur.fetchall()
     ]
-
-
-# ---- writes -----------------------------------------------------------------------------
-
-_PUT_ROW = """
-INSERT INTO agent_memory.store_items AS s
-    (namespace, key, value, fact_id, user_id, agent_id, workflow_id)
-VALUES (%(ns)s, %(key)s, %(value)s, %(fact_id)s, %(user_id)s, %(agent_id)s, %(workflow_id)s)
-ON CONFLICT (namespace, key) DO UPDATE SET
-    value = EXCLUDED.value, fact_id = EXCLUDED.fact_id, user_id = EXCLUDED.user_id,
-    agent_id = EXCLUDED.agent_id, workflow_id = EXCLUDED.workflow_id, visible = true,
-    updated_at = now()
-"""
-
-# the fact a memory item shows now: its row's (while current), or the fact its key names
-_SHOWN = f"""
-SELECT f.id, f.content FROM agent_memory.store_items s
-JOIN agent_memory.memory_items f ON f.id = s.fact_id
-WHERE s.namespace = %(ns)s::text[] AND s.key = %(key)s AND f.superseded_at IS NULL
-UNION ALL
-SELECT m.id, m.content FROM agent_memory.memory_items m
-WHERE m.id = %(named)s AND m.{SCOPE_MATCH} AND m.superseded_at IS NULL
-  AND NOT EXISTS (SELECT 1 FROM agent_memory.store_items o WHERE o.fact_id = m.id)
-  AND NOT EXISTS (SELECT 1 FROM agent_memory.store_items o
-                  WHERE o.namespace = %(ns)s::text[] AND o.key = %(key)s)
-LIMIT 1
-"""
-
-# a fact no other item shows any more is no longer true (kept, superseded, as history)
-_RETIRE = (
-    SUPERSEDE
-    + "  AND NOT EXISTS (SELECT 1 FROM agent_memory.store_items o WHERE o.fact_id = %(id)s)"
-)
-
-
-def _shown_steps(ns: tuple[str, ...], key: str, scope: Scope) -> Steps[tuple[int, str] | None]:
-    row = yield Run(
-        _SHOWN, {**scope.as_dict(), "ns": list(ns), "key": key, "named": fact_of_key(key)}, "one"
-    )
-    return (int(row[0]), str(row[1])) if row else None
-
-
-def put_document_steps(
-    ns: tuple[str, ...], key: str, value: Mapping[str, Any], owner: Scope | None
-) -> Steps[None]:
-    """Write a document (a scope's, when ``owner``)."""
-    parts = owner.as_dict() if owner else dict.fromkeys(SCOPE_FIELDS)
-    yield Run(
-        _PUT_ROW,
-        {"ns": list(ns), "key": key, "value": Jsonb(dict(value)), "fact_id": None, **parts},
-        "none",
-    )
-
-
-def put_memory_steps(
-    ns: tuple[str, ...], key: str, value: Mapping[str, Any], scope: Scope, fact: dict[str, Any]
-) -> Steps[int]:
-    """Write a memory item and its fact (``fact``: the parameters of the facts' upsert); a
-    new wording replaces the fact the item showed, which is kept, superseded, unless another
-    item still shows it. The fact's id."""
-    shown = yield from _shown_steps(ns, key, scope)
-    if shown is not None and content_hash(shown[1]) == fact["content_hash"]:
-        fact_id = shown[0]  # the same fact, said the same way: its value alone changes
-    else:
-        row = yield Run(UPSERT, fact, "one")
-        fact_id = int(row[0])
-    yield Run(
-        _PUT_ROW,
-        {
-            "ns": list(ns),
-            "key": key,
-            "value": Jsonb(dict(value)),
-            "fact_id": fact_id,
-            **scope.as_dict(),
-        },
-        "none",
-    )
-    if shown is not None and shown[0] != fact_id:
-        yield Run(
-            _RETIRE,
-            {**scope.as_dict(), "id": shown[0], "by": fact_id, "job_id": None, "valid_to": None},
-            "none",
-        )
-    return fact_id
-
-
-def delete_steps(ns: tuple[str, ...], key: str, scope: Scope | None) -> Steps[None]:
-    """Delete an item; of a memory namespace (``scope``), its fact is invalidated too (kept,
-    superseded, as history) unless another item still shows it."""
-    shown = (yield from _shown_steps(ns, key, scope)) if scope is not None else None
-    yield Run(
-        "DELETE FROM agent_memory.store_items WHERE namespace = %(ns)s::text[] AND key = %(key)s",
-        {"ns": list(ns), "key": key},
-        "none",
-    )
-    if scope is not None and shown is not None:
-        yield Run(
-            _RETIRE,
-            {**scope.as_dict(), "id": shown[0], "by": None, "job_id": None, "valid_to": None},
-            "none",
-        )

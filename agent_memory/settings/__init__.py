@@ -5,6 +5,7 @@ Each area has its own prefix:
 * database: ``DATABASE_URL`` (or ``AGENT_MEMORY_DB_URL``), ``AGENT_MEMORY_DB_DATA_DIR``, ...
 * LLM: ``AGENT_MEMORY_LLM_MODEL``, ``AGENT_MEMORY_LLM_API_BASE``, ``AGENT_MEMORY_LLM_API_KEY``, ...
 * memory policy: ``AGENT_MEMORY_INJECT_LIMIT``, ``AGENT_MEMORY_DECAY_FACTOR``, ...
+* the MCP server: ``AGENT_MEMORY_MCP_AUTH_TOKEN``
 
 Example::
 
@@ -19,6 +20,7 @@ import os
 from pydantic import BaseModel, Field
 
 from agent_memory.settings.database import DatabaseSettings, default_data_dir
+from agent_memory.settings.mcp import MCPSettings
 from agent_memory.settings.memory import MAX_HALF_LIFE, MemorySettings
 from agent_memory.settings.models import LOCAL_MODEL, EmbeddingSettings, LLMSettings
 from agent_memory.settings.pipeline import (
@@ -36,6 +38,7 @@ __all__ = [
     "EmbeddingSettings",
     "JobSettings",
     "LLMSettings",
+    "MCPSettings",
     "MemorySettings",
     "PrefectSettings",
     "Settings",
@@ -57,6 +60,7 @@ class Settings(BaseModel):
     prefect: PrefectSettings = Field(default_factory=PrefectSettings)
     consolidation: ConsolidationSettings = Field(default_factory=ConsolidationSettings)
     task_retries: TaskRetrySettings = Field(default_factory=TaskRetrySettings)
+    mcp: MCPSettings = Field(default_factory=MCPSettings)
 
 
 _override: Settings | None = None

@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING, Any
 from langgraph.store.base import (
     BaseStore,
     GetOp,
-    InvalidNamespaceError,
     Item,
     ListNamespacesOp,
     Op,
@@ -45,7 +44,7 @@ from langgraph.store.base import (
 )
 from pydantic import ValidationError
 
-from agent_memory.db import fusion
+from agent_memory.db import fusion, store_writes
 from agent_memory.db import recall as recall_repo
 from agent_memory.db import store as store_repo
 from agent_memory.db.dual import Steps, Transaction, run_async, run_sync
@@ -55,6 +54,7 @@ from agent_memory.errors import InvalidStoreRequestError
 from agent_memory.messages import clean_text
 from agent_memory.models import FACT_KINDS, Fact, Scope
 from agent_memory.search import MAX_QUERY_CHARS
+from agent_memory.store.limits import InvalidStoreNamespaceError, check_key
 from agent_memory.store.namespaces import DEFAULT_TEMPLATE, NamespaceTemplate, check_labels
 
 if TYPE_CHECKING:
@@ -204,11 +204,11 @@ class AgentMemoryStore(BaseStore):
         plan = _Plan(len(ops))
         for index, op in enumerate(ops):
             if isinstance(op, PutOp):
-                item = (self._namespace(op.namespace), self._key(op.key))
+                item = (self._namespace(op.namespace), check_key(op.key))
                 plan.writes[item] = (op, self._checked_put(op))
             elif isinstance(op, GetOp):
                 self._namespace(op.namespace)
-                self._key(op.key)
+                check_key(op.key)
                 plan.reads.append((index, op))
             elif isinstance(op, SearchOp):
                 self._check_search(op)
@@ -227,18 +227,12 @@ class AgentMemoryStore(BaseStore):
     def _namespace(namespace: Any) -> tuple[str, ...]:
         labels = check_labels(namespace)
         if not labels:
-            raise InvalidNamespaceError("an item's namespace cannot be empty")
+            raise InvalidStoreNamespaceError("an item's namespace cannot be empty")
         return labels
-
-    @staticmethod
-    def _key(key: Any) -> str:
-        if not isinstance(key, str) or not key:
-            raise InvalidStoreRequestError(f"item key {key!r:.80} is not a non-empty string")
-        return key
 
     def _checked_put(self, op: PutOp) -> dict[str, Any] | None:
         """Refuse a put that cannot be kept (naming it); a memory item's fact parameters."""
-        where = f"item {op.key!r} of {tuple(op.namespace)!r}"
+        where = f"item {op.key!r:.80} of {tuple(op.namespace)!r:.200}"
         if getattr(op, "ttl", None) is not None:
             raise NotImplementedError(
                 f"{where}: TTL {op.ttl!r} is not supported by AgentMemoryStore (memory fades"
@@ -354,15 +348,16 @@ class AgentMemoryStore(BaseStore):
                     read.limit,
                     read.offset,
                 )
-        for (namespace, key), (op, fact) in plan.writes.items():
+        # in key order: two batches that write the same keys lock them in one order
+        for (namespace, key), (op, fact) in sorted(plan.writes.items(), key=lambda w: w[0]):
             scope = self.template.memory_scope(namespace)
             if op.value is None:
-                yield from store_repo.delete_steps(namespace, key, scope)
+                yield from store_writes.delete_steps(namespace, key, scope)
             elif scope is not None and fact is not None:
-                yield from store_repo.put_memory_steps(namespace, key, op.value, scope, fact)
+                yield from store_writes.put_memory_steps(namespace, key, op.value, scope, fact)
             else:
                 owner = self.template.owner(namespace)
-                yield from store_repo.put_document_steps(namespace, key, op.value, owner)
+                yield from store_writes.put_document_steps(namespace, key, op.value, owner)
         return plan.results
 
     def _halves(

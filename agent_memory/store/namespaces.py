@@ -14,10 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langgraph.store.base import InvalidNamespaceError
-
 from agent_memory.errors import ConfigurationError
 from agent_memory.models import SCOPE_FIELDS, Scope
+from agent_memory.store.limits import InvalidStoreNamespaceError, check_size, shown
 
 _PLACEHOLDER = re.compile(r"^\{([a-z_]+)\}$")
 
@@ -26,25 +25,27 @@ DEFAULT_TEMPLATE: tuple[str, ...] = ("memories", "{user_id}")
 
 def check_labels(namespace: Sequence[Any], what: str = "namespace") -> tuple[str, ...]:
     """``namespace`` as a tuple of labels, refused (naming the bad label) when one is not a
-    non-empty string without a period or NUL, as LangGraph's stores refuse them."""
+    non-empty string without a period or NUL, as LangGraph's stores refuse them, or when it is
+    longer than the store keeps (:mod:`agent_memory.store.limits`)."""
     if isinstance(namespace, str) or not isinstance(namespace, Sequence):
-        raise InvalidNamespaceError(
-            f"{what} {namespace!r} is not a tuple of labels (a {type(namespace).__name__})"
+        raise InvalidStoreNamespaceError(
+            f"{what} {namespace!r:.200} is not a tuple of labels (a {type(namespace).__name__})"
         )
     labels = tuple(namespace)
     for label in labels:
         if not isinstance(label, str):
-            raise InvalidNamespaceError(
-                f"{what} {labels!r} has the label {label!r}, a {type(label).__name__}:"
+            raise InvalidStoreNamespaceError(
+                f"{what} {shown(labels)} has the label {label!r:.80}, a {type(label).__name__}:"
                 " labels are strings"
             )
         if not label:
-            raise InvalidNamespaceError(f"{what} {labels!r} has an empty label")
+            raise InvalidStoreNamespaceError(f"{what} {shown(labels)} has an empty label")
         if "." in label or "\x00" in label:
-            raise InvalidNamespaceError(
-                f"{what} {labels!r} has the label {label!r}: labels may not contain"
+            raise InvalidStoreNamespaceError(
+                f"{what} {shown(labels)} has the label {shown(label)}: labels may not contain"
                 " a period or a NUL byte"
             )
+    check_size(labels, what)
     return labels
 
 

@@ -187,19 +187,37 @@ def mcp(
     allow_any_user: Annotated[
         bool, typer.Option(help="let the tools name any user (a trusted client only)")
     ] = False,
+    auth_token: Annotated[
+        str | None,
+        typer.Option(
+            help="the bearer token every HTTP request must carry; required off loopback"
+            " (better: AGENT_MEMORY_MCP_AUTH_TOKEN, which other users' ps does not show)",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Serve one scope's memory to MCP clients: over stdio, or streamable HTTP with --port.
-    The tools take no user unless --allow-user or --allow-any-user lets them."""
+    The tools take no user unless --allow-user or --allow-any-user lets them. Over HTTP
+    beyond loopback, only with a bearer token (--auth-token)."""
     _private_defaults()
     try:
         scope = _named(user, agent, workflow)
+        from agent_memory_deployments.mcp_auth import check_exposure, serve_http
         from agent_memory_deployments.mcp_server import build_server
 
+        settings = _settings()
+        secret = settings.mcp.auth_token
+        token = auth_token or (secret.get_secret_value() if secret else None)
+        if port:
+            check_exposure(host, token, any_user=allow_any_user)
         others: list[str] | Literal["any"] = "any" if allow_any_user else (allow_user or [])
-        server = build_server(_settings(), scope, host=host, port=port or 8000, other_users=others)
+        server = build_server(settings, scope, host=host, port=port or 8000, other_users=others)
     except AgentMemoryError as exc:
         raise _fail(exc) from None
-    server.run(transport="streamable-http" if port else "stdio")
+    if port:
+        serve_http(server, token)
+    else:
+        server.run(transport="stdio")
 
 
 tenant_app = typer.Typer(
