@@ -161,16 +161,23 @@ async def scopes_of(
     return sorted(scopes, key=_order)
 
 
+# The planner's statistics hold sampled values of the tables' columns: the tables' ANALYZE
+# replaces their rows, and the old ones leave the file with this table's VACUUM (last, after
+# the tables'). Only a superuser may vacuum it; anyone else sees it skipped, with the reason.
+STATISTICS = ("pg_catalog", "pg_statistic")
+
+
 def touched(scopes: Iterable[ErasedScope], checkpoint_schema: str) -> list[tuple[str, str]]:
     """The (schema, table) pairs an erasure deleted rows from, to vacuum: with the full-text
-    counts, which the deletions of facts and messages change through triggers."""
+    counts, which the deletions of facts and messages change through triggers, and the
+    planner's statistics (:data:`STATISTICS`)."""
     tables = {"term_counts"}
     for erased in scopes:
         tables.update(table for table, count in erased.removed.items() if count)
     return [
         (checkpoint_schema if table in erasure_repo.CHECKPOINT_TABLES else "agent_memory", table)
         for table in sorted(tables)
-    ]
+    ] + [STATISTICS]
 
 
 async def erase(
