@@ -5,50 +5,32 @@ that keeps no content).
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import psycopg
 from langchain_core.tools import BaseTool
-from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 from pydantic import ValidationError
 
-from agent_memory.backfill import scope_of_thread, thread_pattern
+from agent_memory import erasure as erasing
+from agent_memory import export as exporting
 from agent_memory.checkpoints import CHECKPOINT_SCHEMA
-from agent_memory.db import episodes as episode_repo
-from agent_memory.db import erasure as erasure_repo
 from agent_memory.db import facts as fact_repo
-from agent_memory.db import store as store_repo
 from agent_memory.db import tenants as tenant_repo
+from agent_memory.db.vacuum import DEFAULT_REWRITE_MAX_BYTES
 from agent_memory.decay import today
+from agent_memory.erasure import ErasureSummary, Selection
 from agent_memory.errors import InvalidFactError, UnknownFactError, UnknownScopeError
 from agent_memory.models import Fact, FactKind, MemoryItem, Scope
 from agent_memory.settings import Settings
 
 if TYPE_CHECKING:
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
     from agent_memory.store import AgentMemoryStore
-
-
-async def _threads(
-    conn: psycopg.AsyncConnection[Any], scope: Scope, schema: str, pattern: str | None
-) -> list[str]:
-    """The checkpoint threads of ``schema`` that map to ``scope``, as the checkpoint backfill
-    maps them (``pattern``; None: a thread id is a ``user_id``)."""
-    cur = await conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f"{schema}.checkpoints",))
-    row = await cur.fetchone()
-    if not (row and row[0]):
-        return []
-    compiled = thread_pattern(pattern)
-    query = sql.SQL("SELECT DISTINCT thread_id FROM {}.checkpoints").format(sql.Identifier(schema))
-    threads = []
-    for (thread,) in await (await conn.execute(query)).fetchall():
-        try:
-            if scope_of_thread(str(thread), compiled) == scope:
-                threads.append(str(thread))
-        except ValueError:  # a thread that does not fit the pattern belongs to no scope
-            continue
-    return threads
 
 
 class Management:
@@ -68,30 +50,74 @@ class Management:
 
         return await forget_in_prefect(scopes, self.settings)
 
+    def checkpointer(
+        self, schema: str = CHECKPOINT_SCHEMA
+    ) -> AbstractAsyncContextManager[AsyncPostgresSaver]:
+        raise NotImplementedError
+
     async def erase(
         self,
         scope: Scope,
         *,
         thread_pattern: str | None = None,
         checkpoint_schema: str = CHECKPOINT_SCHEMA,
+        rewrite_max_bytes: int = DEFAULT_REWRITE_MAX_BYTES,
     ) -> dict[str, int]:
-        """Erase everything memory holds about ``scope``: its episodes, facts (superseded ones
-        too) with their sources, vectors, message index, cached model answers, its Store items
-        (memories and documents), job rows with
-        their errors, failure streak, summaries, decay runs, nearest-neighbour indexes, and the
-        checkpoint threads that map to it (as ``agent-memory backfill checkpoints`` maps them:
-        ``thread_pattern``, or a thread id as the ``user_id``). One transaction; what stays is
-        a record in ``agent_memory.erasures``: when, the SHA-256 of the scope's label, and how
-        many rows of each kind went (the counts returned). A scope memory holds nothing about
-        raises :class:`UnknownScopeError`, naming it, and writes nothing."""
-        pool = await self._apool()
-        async with pool.connection() as conn, conn.transaction():
-            threads = await _threads(conn, scope, checkpoint_schema, thread_pattern)
-            removed = await erasure_repo.erase(conn, scope, checkpoint_schema, threads)
-            if not any(removed.values()):
-                raise UnknownScopeError(f"memory holds nothing about {scope.label}: not erased")
+        """Erase everything memory holds about exactly ``scope`` (:meth:`erase_user` takes
+        every scope of a person): its episodes, facts (superseded ones too) with their sources,
+        vectors, message index, cached model answers, its Store items (memories and
+        documents), job rows with their errors, failure streak, summaries, decay runs,
+        nearest-neighbour indexes, and its checkpoint threads (those whose state or
+        configuration names the scope, and those whose id maps to it as ``agent-memory
+        backfill checkpoints`` maps them: ``thread_pattern``, or a thread id as the
+        ``user_id``). One transaction, then the touched tables are vacuumed (see
+        :func:`agent_memory.erasure.erase`); what stays is a record in
+        ``agent_memory.erasures``: when, the SHA-256 of the scope's label, and how many rows of
+        each kind went (the counts returned). A scope memory holds nothing about raises
+        :class:`UnknownScopeError`, naming it, and writes nothing."""
+        summary = await erasing.erase(
+            await self._apool(),
+            Selection.of(scope),
+            thread_pattern=thread_pattern,
+            checkpoint_schema=checkpoint_schema,
+            rewrite_max_bytes=rewrite_max_bytes,
+        )
+        removed = dict(summary.scopes[0].removed)
         removed.update(await self._forget_in_orchestrator([scope]))  # Prefect's database too
         return removed
+
+    async def erase_user(
+        self,
+        user_id: str,
+        *,
+        agent_id: str | None = None,
+        workflow_id: str | None = None,
+        thread_pattern: str | None = None,
+        checkpoint_schema: str = CHECKPOINT_SCHEMA,
+        rewrite_max_bytes: int = DEFAULT_REWRITE_MAX_BYTES,
+    ) -> ErasureSummary:
+        """Erase a person: :meth:`erase` for every scope whose user is ``user_id`` (whatever
+        its agent or workflow; only ``agent_id`` / ``workflow_id``'s where given), with every
+        checkpoint thread whose state or configuration names one of them (or whose id maps to
+        one), in one transaction. The summary lists each scope erased with its counts and
+        threads, and what became of the touched tables' files. A person memory holds nothing
+        about raises :class:`UnknownScopeError`, naming them, and writes nothing.
+
+        Example::
+
+            summary = await manager.erase_user("alex")
+            [s.scope.label for s in summary.scopes]   # ['user=alex', 'user=alex agent=support']
+        """
+        summary = await erasing.erase(
+            await self._apool(),
+            Selection.person(user_id, agent_id, workflow_id),
+            thread_pattern=thread_pattern,
+            checkpoint_schema=checkpoint_schema,
+            rewrite_max_bytes=rewrite_max_bytes,
+        )
+        # Prefect's database too, once PostgreSQL has committed
+        forgotten = await self._forget_in_orchestrator([s.scope for s in summary.scopes])
+        return replace(summary, orchestrator=forgotten)
 
     def store(
         self,
@@ -198,35 +224,57 @@ class Management:
         return stored
 
     async def export(self, scope: Scope) -> dict[str, Any]:
-        """Everything memory holds about ``scope`` as one JSON-ready document: its facts,
-        superseded ones too (their history: since when and until when each was true, what
-        replaced it), each with the ids of the episodes it came from (its provenance), its
-        episodes with their messages and summaries, oldest first, and the items of its own
-        that were put through the Store (``store_items``: namespace, key, value, the fact a
-        memory is). A scope memory holds nothing
-        about raises :class:`UnknownScopeError`, naming it."""
+        """Everything memory holds about exactly ``scope`` as one JSON-ready document
+        (:meth:`export_user` covers every scope of a person): its facts, superseded ones too
+        (their history: since when and until when each was true, what replaced it), each with
+        the ids of the episodes it came from (its provenance), its episodes with their
+        messages and summaries, oldest first, and the items of its own that were put through
+        the Store (``store_items``: namespace, key, value, the fact a memory is). A scope
+        memory holds nothing about raises :class:`UnknownScopeError`, naming it."""
         pool = await self._apool()
         async with pool.connection() as conn:
-            facts = await fact_repo.items(conn, scope, today(), _ALL, history=True)
-            episodes = await episode_repo.between(conn, scope, None, None, _ALL)
-            sources = await fact_repo.source_ids(conn, [f.id for f in facts])
-            stored = await store_repo.of_scope(conn, scope)
-        if not facts and not episodes and not stored:
+            document = await exporting.scope_document(conn, scope)
+        if document is None:
             raise UnknownScopeError(f"memory holds nothing about {scope.label}: nothing to export")
+        return document
+
+    async def export_user(
+        self,
+        user_id: str,
+        *,
+        agent_id: str | None = None,
+        workflow_id: str | None = None,
+        thread_pattern: str | None = None,
+        checkpoint_schema: str = CHECKPOINT_SCHEMA,
+    ) -> dict[str, Any]:
+        """Everything memory holds about a person, over the scopes and threads
+        :meth:`erase_user` would erase: ``{"user_id", "exported_at", "scopes": [one
+        :meth:`export` document per scope], "checkpoint_threads": [{"thread_id", "scope",
+        "values": the latest checkpoint's values (messages, working memory...)}]}``. A person
+        memory holds nothing about raises :class:`UnknownScopeError`, naming them."""
+        selection = Selection.person(user_id, agent_id, workflow_id)
+        pool = await self._apool()
+        async with pool.connection() as conn:
+            threads = await erasing.threads_of(conn, selection, checkpoint_schema, thread_pattern)
+            scopes = []
+            for scope in await erasing.scopes_of(conn, selection, threads.values()):
+                document = await exporting.scope_document(conn, scope)
+                if document is not None:
+                    scopes.append(document)
+        thread_documents = []
+        if threads:
+            async with self.checkpointer(checkpoint_schema) as saver:
+                thread_documents = await exporting.thread_documents(saver, threads)
+        if not scopes and not thread_documents:
+            raise UnknownScopeError(
+                f"memory holds nothing about {selection.label}: nothing to export"
+            )
         return {
-            "scope": scope.as_dict(),
+            "user_id": user_id,
             "exported_at": datetime.now(UTC).isoformat(),
-            "facts": [
-                {**f.model_dump(mode="json"), "source_episodes": sources.get(f.id, [])}
-                for f in facts
-            ],
-            "episodes": [e.model_dump(mode="json") for e in episodes],
-            "store_items": stored,
+            "scopes": scopes,
+            "checkpoint_threads": thread_documents,
         }
-
-
-# an export holds every row of the scope: no limit a person could exceed
-_ALL = 2**62
 
 
 def _fact(content: str, importance: float, kind: str) -> Fact:

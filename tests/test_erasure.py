@@ -169,7 +169,11 @@ def test_the_export_command_prints_one_json_document(
     )
     done = CliRunner().invoke(cli.app, ["export", "--user", "cli-export"])
     assert done.exit_code == 0, done.output
-    document = json.loads(done.output)
+    [document] = json.loads(done.output)["scopes"]  # every scope of the user: one here
     assert document["scope"]["user_id"] == "cli-export" and len(document["episodes"]) == 1
+    # --exact: that scope's document alone, as export(scope) gives it
+    exact = CliRunner().invoke(cli.app, ["export", "--user", "cli-export", "--exact"])
+    assert exact.exit_code == 0, exact.output
+    assert json.loads(exact.output)["episodes"] == document["episodes"]
     unknown = CliRunner().invoke(cli.app, ["export", "--user", "nobody"])
     assert unknown.exit_code == 2 and "user=nobody" in unknown.output

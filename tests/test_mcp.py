@@ -78,13 +78,23 @@ async def exercise(
     assert refused.isError and f"no current memory with id {other.id}" in refused.content[0].text
     bad = await session.call_tool("add_memory", {"content": ""})
     assert bad.isError and "content ''" in bad.content[0].text
-    assert await call(session, "delete_all_memories") == "deleted 1 memories"
-    assert await call(session, "list_memories") == []
     said = await call(session, "search_conversations", query="garden")
     assert [s["text"] for s in said] == ["I planted basil in the garden."]
+    # everything of the user goes, for good: the memory and its history, the conversations,
+    # and those of the user's scope with another agent too
+    deleted = await call(session, "delete_all_memories")
+    assert deleted.startswith("erased user=mcp-user: 2 memories, 2 conversations,"), deleted
+    assert deleted.endswith("in 2 scope(s)"), deleted
+    assert await call(session, "list_memories") == []
+    assert await call(session, "search_conversations", query="garden") == []
     assert db.execute(
-        "SELECT content FROM agent_memory.memory_items WHERE user_id = 'somebody-else'"
+        "SELECT count(*) FROM agent_memory.episodes WHERE user_id = 'mcp-user'"
+    ).fetchone() == (0,)
+    assert db.execute(
+        "SELECT content FROM agent_memory.memory_items WHERE user_id <> 'mcp-user'"
     ).fetchall() == [("User lives in Oslo.",)]
+    again = await call(session, "delete_all_memories")
+    assert again == "memory holds nothing about user=mcp-user: nothing deleted"
 
 
 def seed(db: psycopg.Connection[Any]) -> None:
@@ -93,6 +103,12 @@ def seed(db: psycopg.Connection[Any]) -> None:
         "INSERT INTO agent_memory.episodes (user_id, messages, message_count)"
         " VALUES ('mcp-user', %s, 1)",
         (Jsonb(said),),
+    )
+    # the same person with another agent: theirs too, for delete_all_memories
+    db.execute(
+        "INSERT INTO agent_memory.episodes (user_id, agent_id, messages, message_count)"
+        " VALUES ('mcp-user', 'support', %s, 1)",
+        (Jsonb([{"role": "user", "content": "My card ends in 4242."}]),),
     )
 
 

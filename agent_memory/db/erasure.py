@@ -67,6 +67,47 @@ TABLE_EXISTS = "SELECT to_regclass(%s) IS NOT NULL"
 RECORD = "INSERT INTO agent_memory.erasures (scope_key_sha256, rows_removed) VALUES (%s, %s)"
 CHECKPOINT_TABLES = ("checkpoint_writes", "checkpoint_blobs", "checkpoints")
 
+# A person's scopes: those of the tables whose rows name a scope's parts. The range on the
+# scope key (C collation: every key of the user starts with their quoted id and a comma, and
+# ',' < '-') is served by each table's scope index, in generic plans too.
+_RANGE = (
+    "scope_key >= (SELECT quote_nullable(%(user_id)s) || ',') COLLATE \"C\""
+    " AND scope_key < (SELECT quote_nullable(%(user_id)s) || '-') COLLATE \"C\""
+)
+_OF_USER = " UNION ".join(
+    f"SELECT user_id, agent_id, workflow_id FROM agent_memory.{table} WHERE {_RANGE}"
+    for table in (
+        "episodes",
+        "memory_items",
+        "consolidation_jobs",
+        "scope_retries",
+        "store_items",
+        "tenants",
+    )
+)
+SCOPES_OF_USER = f"""
+SELECT user_id, agent_id, workflow_id FROM ({_OF_USER}
+    UNION SELECT user_id, agent_id, workflow_id FROM agent_memory.decay_runs
+    WHERE NOT all_scopes AND user_id = %(user_id)s) s
+WHERE user_id = %(user_id)s
+  AND (%(agent_id)s::text IS NULL OR agent_id = %(agent_id)s)
+  AND (%(workflow_id)s::text IS NULL OR workflow_id = %(workflow_id)s)
+ORDER BY agent_id NULLS FIRST, workflow_id NULLS FIRST
+"""
+# The scope parts a checkpoint carries, as the memory nodes read them (graph.state.scope_from):
+# its state's keys (LangGraph keeps a string channel inline in the checkpoint's
+# channel_values), and its configuration's (LangGraph copies `configurable` into metadata).
+CARRIED = """
+SELECT DISTINCT thread_id,
+    checkpoint -> 'channel_values' ->> 'user_id', checkpoint -> 'channel_values' ->> 'agent_id',
+    checkpoint -> 'channel_values' ->> 'workflow_id',
+    metadata ->> 'user_id', metadata ->> 'agent_id', metadata ->> 'workflow_id'
+FROM {}.checkpoints
+WHERE checkpoint -> 'channel_values' ->> %(field)s = %(value)s OR metadata ->> %(field)s = %(value)s
+ORDER BY thread_id
+"""
+THREAD_IDS = "SELECT DISTINCT thread_id FROM {}.checkpoints ORDER BY thread_id"
+
 
 def key_digest(scope: Scope) -> bytes:
     """The SHA-256 of the scope's label (what the record keeps: not the ids themselves)."""
@@ -77,6 +118,43 @@ async def _exists(conn: psycopg.AsyncConnection[Any], table: str) -> bool:
     cur = await conn.execute(TABLE_EXISTS, (table,))
     row = await cur.fetchone()
     return bool(row and row[0])
+
+
+async def scopes_of_user(
+    conn: psycopg.AsyncConnection[Any],
+    user_id: str,
+    agent_id: str | None = None,
+    workflow_id: str | None = None,
+) -> list[Scope]:
+    """Every scope of ``user_id`` memory holds rows of (narrowed to ``agent_id`` /
+    ``workflow_id`` where given): the global-agent one first."""
+    params = {"user_id": user_id, "agent_id": agent_id, "workflow_id": workflow_id}
+    rows = await (await conn.execute(SCOPES_OF_USER, params)).fetchall()
+    return [Scope(*row) for row in rows]
+
+
+async def carried(
+    conn: psycopg.AsyncConnection[Any], schema: str, field: str, value: str
+) -> list[tuple[str, dict[str, str | None], dict[str, str | None]]]:
+    """The checkpoint threads of ``schema`` whose state or configuration holds ``field`` =
+    ``value``: (thread id, the state's scope parts, the configuration's), per distinct pair."""
+    if not await _exists(conn, f"{schema}.checkpoints"):
+        return []
+    query = sql.SQL(CARRIED).format(sql.Identifier(schema))
+    rows = await (await conn.execute(query, {"field": field, "value": value})).fetchall()
+    names = ("user_id", "agent_id", "workflow_id")
+    return [
+        (str(r[0]), dict(zip(names, r[1:4], strict=True)), dict(zip(names, r[4:7], strict=True)))
+        for r in rows
+    ]
+
+
+async def thread_ids(conn: psycopg.AsyncConnection[Any], schema: str) -> list[str]:
+    """Every checkpoint thread of ``schema`` (none where the checkpointer was never set up)."""
+    if not await _exists(conn, f"{schema}.checkpoints"):
+        return []
+    query = sql.SQL(THREAD_IDS).format(sql.Identifier(schema))
+    return [str(r[0]) for r in await (await conn.execute(query)).fetchall()]
 
 
 async def erase(

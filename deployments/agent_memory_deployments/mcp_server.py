@@ -19,7 +19,7 @@ from typing import Any, Literal, TypeVar
 
 from mcp.server.fastmcp import Context, FastMCP
 
-from agent_memory.errors import InvalidScopeError, UnknownFactError
+from agent_memory.errors import InvalidScopeError, UnknownFactError, UnknownScopeError
 from agent_memory.manager import MemoryManager
 from agent_memory.models import MemoryItem, Scope
 from agent_memory.settings import Settings
@@ -170,12 +170,27 @@ def build_server(
     async def delete_all_memories(
         ctx: Context[Any, MemoryManager, Any], user_id: str | None = None
     ) -> str:
-        """Delete every memory of this user (kept as history, never recalled again)."""
+        """Erase everything memory holds about this user, for good: every memory, past
+        conversation and conversation thread (of this server's agent or workflow only, where
+        it serves one). Nothing can be recovered."""
+        at = scope_of(user_id)
         manager = manager_of(ctx)
-        facts = await manager.facts(scope_of(user_id))
-        for fact in facts:
-            await manager.forget_fact(fact.id)
-        return f"deleted {len(facts)} memories"
+        try:
+            if at.user_id is None:  # a server of an agent or workflow with no user
+                removed = await manager.erase(at)
+                scopes = 1
+            else:
+                summary = await manager.erase_user(
+                    at.user_id, agent_id=at.agent_id, workflow_id=at.workflow_id
+                )
+                removed, scopes = summary.removed, len(summary.scopes)
+        except UnknownScopeError:
+            return f"memory holds nothing about {at.label}: nothing deleted"
+        return (
+            f"erased {at.label}: {removed.get('memory_items', 0)} memories,"
+            f" {removed.get('episodes', 0)} conversations,"
+            f" {removed.get('checkpoints', 0)} checkpoints in {scopes} scope(s)"
+        )
 
     @tool
     async def search_conversations(

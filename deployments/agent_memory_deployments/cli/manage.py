@@ -6,10 +6,11 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
+from agent_memory.db.vacuum import DEFAULT_REWRITE_MAX_BYTES
 from agent_memory.errors import AgentMemoryError
 from agent_memory.models import Scope
 from agent_memory.settings import Settings
@@ -27,6 +28,9 @@ from agent_memory_deployments.cli._app import (
 )
 from agent_memory_deployments.cli.inspect import facts_app
 
+if TYPE_CHECKING:
+    from agent_memory.erasure import ErasureSummary
+
 
 async def _with_manager(settings: Settings, call: Any) -> Any:
     from agent_memory.manager import MemoryManager
@@ -38,18 +42,61 @@ async def _with_manager(settings: Settings, call: Any) -> Any:
         await manager.close()
 
 
+ExactOpt = Annotated[
+    bool,
+    typer.Option(
+        "--exact", help="this scope only, not every scope of the user (any agent or workflow)"
+    ),
+]
+
+
 @app.command()
-def export(user: UserOpt = None, agent: AgentOpt = None, workflow: WorkflowOpt = None) -> None:
-    """Print everything memory holds about one scope as one JSON document (facts with their
-    history and provenance, episodes with their summaries): export --user U > file.json"""
+def export(
+    user: UserOpt = None,
+    agent: AgentOpt = None,
+    workflow: WorkflowOpt = None,
+    exact: ExactOpt = False,
+) -> None:
+    """Print everything memory holds about a person as one JSON document: every scope of
+    --user (any agent or workflow; --agent/--workflow narrow it) with its facts, history,
+    provenance, episodes and Store items, and their checkpoint threads. With --exact, or
+    without --user, the one scope named: export --user U > file.json"""
     try:
         scope = _scope(user, agent, workflow)
         if scope is None:
             raise typer.BadParameter("name the scope to export: --user, --agent or --workflow")
-        document = asyncio.run(_with_manager(_settings(), lambda m: m.export(scope)))
+
+        async def call(m: Any) -> dict[str, Any]:
+            if user is not None and not exact:
+                return await m.export_user(user, agent_id=agent, workflow_id=workflow)  # type: ignore[no-any-return]
+            return await m.export(scope)  # type: ignore[no-any-return]
+
+        document = asyncio.run(_with_manager(_settings(), call))
     except AgentMemoryError as exc:
         raise _fail(exc) from None
     sys.stdout.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+
+
+def _counts(removed: dict[str, int]) -> str:
+    return ", ".join(f"{n} {name}" for name, n in removed.items() if n)
+
+
+def _print_erasure(summary: ErasureSummary) -> None:
+    for erased in summary.scopes:
+        console.print(f"erased {erased.scope.label}: {_counts(erased.removed)}", highlight=False)
+    files = summary.files
+    if files.rewritten:
+        console.print(f"rewritten (VACUUM FULL): {', '.join(files.rewritten)}", highlight=False)
+    if files.vacuumed:
+        console.print(
+            f"vacuumed: {', '.join(files.vacuumed)} (erased bytes may stay in their free space"
+            " until overwritten; VACUUM (FULL) them to remove them now)",
+            highlight=False,
+        )
+    for table, why in files.skipped.items():
+        console.print(f"[yellow]not vacuumed: {table}: {why}[/]", highlight=False)
+    if any(summary.orchestrator.values()):
+        console.print(f"Prefect: {_counts(summary.orchestrator)}", highlight=False)
 
 
 @app.command()
@@ -57,28 +104,56 @@ def erase(
     user: UserOpt = None,
     agent: AgentOpt = None,
     workflow: WorkflowOpt = None,
+    exact: ExactOpt = False,
     thread_pattern: Annotated[
         str | None,
         typer.Option(help="how checkpoint thread ids map to scopes, as for backfill checkpoints"),
     ] = None,
+    rewrite_max_mb: Annotated[
+        int,
+        typer.Option(min=0, help="rewrite (VACUUM FULL) touched tables up to this size; 0: never"),
+    ] = DEFAULT_REWRITE_MAX_BYTES // 2**20,
     yes: Annotated[bool, typer.Option("--yes", help="do not ask for confirmation")] = False,
 ) -> None:
-    """Erase everything memory holds about one scope (episodes, facts, vectors, jobs,
-    checkpoint threads...), keeping only a record that it happened."""
+    """Erase everything memory holds about a person: every scope of --user (any agent or
+    workflow; --agent/--workflow narrow it; --exact: the one scope named) with its episodes,
+    facts, vectors, jobs, Store items and checkpoint threads, keeping only a record per scope
+    that it happened; then vacuum the tables it touched."""
     try:
         scope = _scope(user, agent, workflow)
         if scope is None:
             raise typer.BadParameter("name the scope to erase: --user, --agent or --workflow")
-        if not yes and not typer.confirm(f"Erase everything memory holds about {scope.label}?"):
+        person = user is not None and not exact
+        what = f"every scope of {scope.label}" if person else scope.label
+        if not yes and not typer.confirm(f"Erase everything memory holds about {what}?"):
             console.print("nothing erased")
             raise typer.Exit(1)
+        limit = rewrite_max_mb * 2**20
+        if person:
+            assert user is not None
+            summary = asyncio.run(
+                _with_manager(
+                    _settings(),
+                    lambda m: m.erase_user(
+                        user,
+                        agent_id=agent,
+                        workflow_id=workflow,
+                        thread_pattern=thread_pattern,
+                        rewrite_max_bytes=limit,
+                    ),
+                )
+            )
+            _print_erasure(summary)
+            return
         removed = asyncio.run(
-            _with_manager(_settings(), lambda m: m.erase(scope, thread_pattern=thread_pattern))
+            _with_manager(
+                _settings(),
+                lambda m: m.erase(scope, thread_pattern=thread_pattern, rewrite_max_bytes=limit),
+            )
         )
     except AgentMemoryError as exc:
         raise _fail(exc) from None
-    rows = ", ".join(f"{n} {name}" for name, n in removed.items() if n)
-    console.print(f"erased {scope.label}: {rows}", highlight=False)
+    console.print(f"erased {scope.label}: {_counts(removed)}", highlight=False)
 
 
 def _fact_rows(facts: list[Any]) -> list[dict[str, Any]]:
