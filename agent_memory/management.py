@@ -73,7 +73,8 @@ class Management:
         ``user_id``). One transaction, then the touched tables are vacuumed (see
         :func:`agent_memory.erasure.erase`); what stays is a record in
         ``agent_memory.erasures``: when, the SHA-256 of the scope's label, and how many rows of
-        each kind went (the counts returned). A scope memory holds nothing about raises
+        each kind went (the counts returned, with ``prefect_*``: what went from Prefect's
+        database, when one is in use). A scope memory holds nothing about raises
         :class:`UnknownScopeError`, naming it, and writes nothing."""
         summary = await erasing.erase(
             await self._apool(),
