@@ -221,6 +221,7 @@ async def test_a_tenant_cannot_hold_another_users_consolidation(
             "SELECT pg_try_advisory_lock(hashtextextended("
             "agent_memory.scope_key('bob', null, null), 7103))"
         )
+        assert await _consolidate(settings, manager, "bob") == {"bob": "completed"}
         # and what it takes now is out of her reach
         for statement in (
             "SELECT * FROM agent_memory.scope_claims FOR UPDATE",
@@ -229,7 +230,6 @@ async def test_a_tenant_cannot_hold_another_users_consolidation(
             "INSERT INTO agent_memory.scope_claims VALUES ('x')",
         ):
             assert "permission denied" in refused(alice, statement), statement
-        assert await _consolidate(settings, manager, "bob") == {"bob": "completed"}
     assert db.execute(
         "SELECT count(*) FROM agent_memory.episodes WHERE NOT consolidated"
     ).fetchone() == (0,)
@@ -294,3 +294,36 @@ async def test_a_tenant_cannot_lock_a_shared_table_and_stall_the_others(
         assert "bob likes tea" in frame.injected_facts
     finally:
         await bob.close()
+
+
+# ---- the upgrade --------------------------------------------------------------------------
+
+
+def test_a_database_of_schema_18_upgrades_to_the_walls(
+    empty_database: psycopg.Connection[Any],
+) -> None:
+    from agent_memory.db.migrations import load_migrations, migrate
+
+    db = empty_database
+    migrate(db, migrations=load_migrations()[:18])
+    db.execute(
+        "INSERT INTO agent_memory.tenants (role_name, user_id) VALUES ('t_old_alice', 'alice'),"
+        " ('t_old_agent', NULL)"
+    )
+    may = (
+        "SELECT has_table_privilege('agent_memory_tenant', %s, 'UPDATE'),"
+        " has_table_privilege('agent_memory_tenant', %s, 'DELETE'),"
+        " has_any_column_privilege('agent_memory_tenant', %s, 'UPDATE')"
+    )
+    store = ("agent_memory.store_items",) * 3
+    assert db.execute(may, store).fetchone() == (True, True, True)
+    migrate(db)
+    for table in ("agent_memory.store_items", "agent_memory.episodes", "agent_memory.memory_items"):
+        assert db.execute(may, (table,) * 3).fetchone() == (False, False, True), table
+    assert db.execute(
+        "SELECT role_name, namespace FROM agent_memory.tenants ORDER BY role_name"
+    ).fetchall() == [("t_old_agent", None), ("t_old_alice", ["memories", "alice"])]
+    assert db.execute("SELECT to_regclass('agent_memory.scope_claims') IS NOT NULL").fetchone()
+    # the file reruns (after a crash before its version row): the same rights
+    db.execute(load_migrations()[18].sql)
+    assert db.execute(may, store).fetchone() == (False, False, True)
