@@ -5,6 +5,7 @@ that keeps no content).
 
 from __future__ import annotations
 
+import asyncio
 from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -20,6 +21,7 @@ from agent_memory import export as exporting
 from agent_memory.checkpoints import CHECKPOINT_SCHEMA
 from agent_memory.db import facts as fact_repo
 from agent_memory.db import tenants as tenant_repo
+from agent_memory.db.connection import Database, secure
 from agent_memory.db.vacuum import DEFAULT_REWRITE_MAX_BYTES
 from agent_memory.decay import today
 from agent_memory.erasure import ErasureSummary, Selection
@@ -38,6 +40,7 @@ class Management:
     here)."""
 
     settings: Settings
+    database: Database
 
     async def _apool(self) -> AsyncConnectionPool:
         raise NotImplementedError
@@ -147,10 +150,19 @@ class Management:
         ``scope`` (made now; for a scope that has one, the same role with a new password), for
         agent-facing code: ``MemoryManager.create(url)`` there sees and writes that scope's
         rows only, whatever SQL it runs. This manager (the owner) keeps running the pipeline.
+        On the embedded server, the first tenant makes the server ask every role for its
+        password (the owner's is kept in the data directory); another server is refused while
+        its ``pg_hba.conf`` trusts any connection. The tenant writes Store rows only under its
+        scope's memory namespace by the setting ``store_namespace``.
         Raises :class:`ConfigurationError` where the database has no tenant group role."""
+        from agent_memory.store.namespaces import NamespaceTemplate
+
+        # the embedded server asks every role for its password from now on
+        await asyncio.to_thread(secure, self.database)
+        namespace = NamespaceTemplate(self.settings.memory.store_namespace).render(scope)
         pool = await self._apool()
         async with pool.connection() as conn, conn.transaction():
-            role, password = await tenant_repo.create(conn, scope)
+            role, password = await tenant_repo.create(conn, scope, namespace)
             dsn = conn.info.dsn
         params = psycopg.conninfo.conninfo_to_dict(dsn)
         params.update(user=role, password=password)

@@ -16,6 +16,7 @@ import psycopg
 import pytest
 
 from agent_memory import MemoryManager, Scope
+from agent_memory.db import claims as claim_repo
 from agent_memory.db import failures as failure_repo
 from agent_memory.db import jobs as job_repo
 from agent_memory.errors import InvalidJobError
@@ -35,7 +36,6 @@ RUN_FLOW = (
     "from agent_memory_flows.consolidation import ConsolidationParams, consolidation_flow\n"
     "asyncio.run(consolidation_flow(ConsolidationParams()))\n"
 )
-CLAIM = "hashtextextended(agent_memory.scope_key(%s, %s, %s), 7103)"
 
 
 async def record(settings: Settings, *users: str) -> None:
@@ -98,7 +98,12 @@ async def test_a_running_job_is_retryable_only_once_no_live_run_holds_its_scope(
         settings.db.url.get_secret_value(), autocommit=True
     ) as conn:
         with psycopg.connect(settings.db.url.get_secret_value(), autocommit=True) as live_run:
-            live_run.execute(f"SELECT pg_advisory_lock({CLAIM})", ("lee", None, None))
+            # a live run holds the scope's claim row in an open transaction
+            live_run.execute(claim_repo.ENSURE, (["lee"], [None], [None]))
+            live_run.execute("BEGIN")
+            assert live_run.execute(claim_repo.CLAIM, (["lee"], [None], [None])).fetchall() == [
+                (True,)
+            ]
             assert await job_repo.abandoned(conn) == []
             with pytest.raises(InvalidJobError, match=f"job {job_id} is running: a live run"):
                 await failure_repo.retryable(conn, [job_id])

@@ -58,13 +58,19 @@ async def test_a_large_scope_gets_its_own_index_and_inject_reads_it(
             "SELECT kind, model, dims FROM agent_memory.ann_indexes ORDER BY kind"
         ).fetchall()
         assert rows == [("facts", embedder.model, 256), ("snippets", embedder.model, 256)]
-        for name in built:  # valid, and partial on the scope
+        for name in built:  # valid, and partial on the scope, which it names by tag only
             index = db.execute(
                 "SELECT indisvalid, pg_get_indexdef(indexrelid) FROM pg_index"
                 " WHERE indexrelid = %s::regclass",
                 (f"agent_memory.{name}",),
             ).fetchone()
-            assert index is not None and index[0] and "'''big'',''assistant'',NULL'" in index[1]
+            # pg_indexes is every role's to read, tenants' too: no scope's ids in it
+            assert index is not None and index[0]
+            assert "big" not in index[1] and "assistant" not in index[1]
+            (tag,) = db.execute(
+                "SELECT agent_memory.scope_tag(agent_memory.scope_key('big', 'assistant', NULL))"
+            ).fetchone() or (None,)
+            assert f"scope_tag = '{tag}'" in index[1]
 
         ann = embedding_repo.ann_index_sync(db, "facts", BIG, embedder.model)
         assert ann is not None and ann.dims == 256 and ann.model == embedder.model

@@ -4,6 +4,7 @@ runs the pipeline unrestricted; dropping or erasing the scope removes the role."
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -14,8 +15,16 @@ from agent_memory import MemoryManager, Scope
 from agent_memory.db.store import fact_key
 from agent_memory.errors import UnknownScopeError
 from agent_memory.settings import Settings
+from tests.tenant_server import secure_database_url
 
 ALICE, BOB = Scope(user_id="alice"), Scope(user_id="bob")
+
+
+@pytest.fixture
+def database_url(secure_pg_server: dict[str, Any]) -> Iterator[str]:
+    """This module's database is on the server that asks for passwords (tenant mode refuses
+    one that trusts connections)."""
+    yield from secure_database_url(secure_pg_server)
 
 
 async def seed(manager: MemoryManager) -> None:
@@ -60,9 +69,10 @@ async def test_a_tenant_connection_cannot_reach_another_scope_with_hand_written_
         for statement in (
             "UPDATE agent_memory.memory_items SET content = 'hacked' WHERE user_id = 'bob'",
             "UPDATE agent_memory.episodes SET messages = '[]' WHERE user_id = 'bob'",
-            "DELETE FROM agent_memory.store_items WHERE user_id = 'bob'",
         ):
             assert tenant.execute(statement).rowcount == 0, statement
+        # a tenant deletes Store items through agent_memory.store_delete (no DELETE right)
+        tenant.execute("SELECT agent_memory.store_delete('{memories,bob}', 'k')")
         assert "row-level security" in refused(
             tenant,
             "UPDATE agent_memory.memory_items SET user_id = 'bob' WHERE user_id = 'alice'",
@@ -87,6 +97,7 @@ async def test_a_tenant_connection_cannot_reach_another_scope_with_hand_written_
             statement = f"SELECT * FROM agent_memory.{table}"  # noqa: S608 (our own names)
             assert "permission denied" in refused(tenant, statement)
         assert "permission denied" in refused(tenant, "DELETE FROM agent_memory.consolidation_jobs")
+        assert "permission denied" in refused(tenant, "DELETE FROM agent_memory.store_items")
         assert "permission denied" in refused(tenant, "CREATE TABLE agent_memory.x (y int)")
         assert "permission denied" in refused(
             tenant, "UPDATE agent_memory.decay_policy SET factor = 0.5"

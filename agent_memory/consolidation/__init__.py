@@ -10,7 +10,7 @@ outcome. One file per part:
   a task run per step and group, ``agent_memory_flows.run``; or :class:`~runner.DirectSteps`)
 * ``groups.py``  - a step for all of a group's members at once, each member keeping its error;
   what a retry redoes
-* ``claims.py``  - one run per scope at a time (session advisory locks)
+* ``claims.py``  - one run per scope at a time (row locks tenants cannot take)
 * ``load.py``    - step 1: a scope's next batch of pending episodes, checksummed, a job row
 * ``extract.py`` - step 2: the batch's operations, from the cache or the model
 * ``write.py``   - step 3: facts, episode marks and summaries, the job's status, one transaction
@@ -24,10 +24,11 @@ wrappers over ``groups``, ``embed`` and ``load``.
 
 Guarantees:
 
-* one run per scope at a time: a run *claims* a scope with a session advisory lock held on its
-  own connection (:class:`ScopeClaims`). Another run skips the scope (``busy``). If the owner
-  dies, PostgreSQL drops its lock with its connection, and the next run takes the scope over,
-  failing the job the dead run left ``running`` (no timeout to wait for);
+* one run per scope at a time: a run *claims* a scope with a row lock, held by a transaction on
+  a connection of its own (:class:`ScopeClaims`), that tenants cannot take. Another run skips
+  the scope (``busy``). If the owner dies, PostgreSQL drops its lock with its connection, and
+  the next run takes the scope over, failing the job the dead run left ``running`` (no timeout
+  to wait for);
 * the LLM is called outside any database transaction, and its answer is cached by checksum,
   extractor and prompt version before anything else is written, so a retry or a rerun after a
   crash never pays for the same content twice;

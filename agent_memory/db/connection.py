@@ -2,9 +2,11 @@
 
 The embedded server comes from the ``pgserver`` package (a real PostgreSQL 16 in a data
 directory, reached over a Unix socket). Processes that share a data directory share one server;
-it stops when the last of them lets go. As root, pgserver runs PostgreSQL as its own system user
-and opens the search bit on every directory above the data directory, which is why root's
-default data directory is under /var/lib rather than /root (see settings.default_data_dir).
+it stops when the last of them lets go. Its superuser's password is a secret file in the data
+directory (:mod:`agent_memory.db.auth`), asked for once tenant mode is used. As root, pgserver
+runs PostgreSQL as its own system user and opens the search bit on every directory above the
+data directory, which is why root's default data directory is under /var/lib rather than /root
+(see settings.default_data_dir).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
+from agent_memory.db import auth
 from agent_memory.errors import DatabaseUnavailableError
 from agent_memory.redact import redact
 from agent_memory.settings import DatabaseSettings
@@ -120,10 +123,38 @@ def _embedded_dsn(settings: DatabaseSettings) -> str:
     key = str(data_dir)
     with _embedded_lock:
         server = _embedded.get(key)
+        started = server is None
         if server is None:
             server = _start_embedded(data_dir)
             _embedded[key] = server
-        return str(server.get_uri())
+        # the superuser's password (agent_memory.db.auth): ignored while the server trusts local
+        # connections, asked for once tenant mode has made it ask
+        dsn = psycopg.conninfo.make_conninfo(
+            str(server.get_uri()), password=auth.owner_secret(data_dir)
+        )
+        if started:
+            _secure_if_tenants(data_dir, dsn)
+        return dsn
+
+
+def _secure_if_tenants(data_dir: Path, dsn: str) -> None:
+    """A data directory with tenant roles that still trusts local connections (made before
+    tenant mode asked for passwords) asks for them from this start on."""
+    try:
+        if not auth.hba_trusts((data_dir / "pg_hba.conf").read_text()):
+            return
+    except OSError:  # not ours to read: nothing we can change either
+        return
+    if auth.tenants_exist(dsn):
+        auth.secure_embedded(data_dir, dsn)
+
+
+def secure(database: Database) -> None:
+    """Tenant mode on the embedded server: make it ask every role for its password (see
+    :mod:`agent_memory.db.auth`); nothing for a server named by ``DATABASE_URL``."""
+    if database.embedded:
+        data_dir = database.settings.data_dir.expanduser().resolve()
+        auth.secure_embedded(data_dir, database.dsn)
 
 
 def pid_alive(pid: int) -> bool:

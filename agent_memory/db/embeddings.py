@@ -71,6 +71,10 @@ CREATE TABLE IF NOT EXISTS agent_memory.ann_indexes (
     created_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (kind, scope_key, model)
 );
+-- a keyed hash of the scope key (sql/0019), which a large scope's own HNSW index names
+ALTER TABLE agent_memory.fact_embeddings ADD COLUMN IF NOT EXISTS scope_tag text COLLATE "C";
+ALTER TABLE agent_memory.snippet_embeddings ADD COLUMN IF NOT EXISTS scope_tag text COLLATE "C";
+ALTER TABLE agent_memory.ann_indexes ADD COLUMN IF NOT EXISTS scope_tag text COLLATE "C";
 -- tenant mode (sql/0016_tenants.sql): a tenant reads its own scope's vectors only
 DO $$
 BEGIN
@@ -126,8 +130,8 @@ MISSING_SNIPPETS = {
 # the vectors come packed in one float4[] (see Packed): row t's is the slice at t.at of
 # length t.n; a length of 0 marks a message the model refused (a NULL vector)
 STORE_SNIPPETS = """
-INSERT INTO agent_memory.snippet_embeddings (snippet_id, scope_key, model, embedding)
-SELECT f, m.scope_key, %(model)s,
+INSERT INTO agent_memory.snippet_embeddings (snippet_id, scope_key, scope_tag, model, embedding)
+SELECT f, m.scope_key, agent_memory.scope_tag(m.scope_key), %(model)s,
        CASE WHEN t.n > 0 THEN (%(values)s::real[])[t.at:t.at + t.n - 1]::vector END
 FROM unnest(%(ids)s::bigint[], %(at)s::int[], %(n)s::int[]) AS t(f, at, n)
 JOIN agent_memory.snippets m ON m.id = f
@@ -135,8 +139,9 @@ ON CONFLICT (snippet_id) DO UPDATE SET model = EXCLUDED.model, embedding = EXCLU
 """
 
 STORE = """
-INSERT INTO agent_memory.fact_embeddings (fact_id, scope_key, model, embedding)
-SELECT f, m.scope_key, %(model)s, (%(values)s::real[])[t.at:t.at + t.n - 1]::vector
+INSERT INTO agent_memory.fact_embeddings (fact_id, scope_key, scope_tag, model, embedding)
+SELECT f, m.scope_key, agent_memory.scope_tag(m.scope_key), %(model)s,
+       (%(values)s::real[])[t.at:t.at + t.n - 1]::vector
 FROM unnest(%(ids)s::bigint[], %(at)s::int[], %(n)s::int[]) AS t(f, at, n)
 JOIN agent_memory.memory_items m ON m.id = f
 ON CONFLICT (fact_id) DO UPDATE
@@ -375,16 +380,16 @@ _TABLES = {
 
 class AnnIndex(NamedTuple):
     """A scope's own HNSW index (its rows in ``ann_indexes``): the vectors' dimensions, and the
-    scope key and model its partial predicate names."""
+    scope's tag (a keyed hash of its key, sql/0019) and model its partial predicate names."""
 
     dims: int
-    scope_key: str
+    scope_tag: str
     model: str
 
 
 ANN_DIMS = """
-SELECT dims, scope_key FROM agent_memory.ann_indexes
-WHERE kind = %(kind)s AND model = %(model)s
+SELECT dims, scope_tag FROM agent_memory.ann_indexes
+WHERE kind = %(kind)s AND model = %(model)s AND scope_tag IS NOT NULL
   AND scope_key = agent_memory.scope_key(%(user_id)s, %(agent_id)s, %(workflow_id)s)
 """
 
@@ -471,32 +476,45 @@ async def build_ann_index(
     conn: psycopg.AsyncConnection[Any], kind: str, scope_key: str, dims: int, model: str
 ) -> str:
     """Build (CONCURRENTLY: ``conn`` in autocommit mode) the HNSW index of ``kind`` over the
-    scope's vectors of ``dims`` from ``model``, and record it; its name."""
+    scope's vectors of ``dims`` from ``model``, and record it; its name. The index's name and
+    predicate name the scope by its tag, a keyed hash of its key (pg_indexes is readable by
+    every role, tenants included)."""
     from psycopg import sql
 
     table = _TABLES[kind]
     import hashlib
 
-    digest = hashlib.sha256(f"{kind}\0{scope_key}\0{model}".encode()).hexdigest()[:16]
+    # rows stored before their tables had the tag get it now (new rows are stored with it)
+    await conn.execute(
+        sql.SQL(
+            "UPDATE agent_memory.{} SET scope_tag = agent_memory.scope_tag(scope_key)"
+            " WHERE scope_key = %s AND scope_tag IS NULL"
+        ).format(sql.Identifier(table)),
+        (scope_key,),
+    )
+    row = await (await conn.execute("SELECT agent_memory.scope_tag(%s)", (scope_key,))).fetchone()
+    assert row is not None
+    tag = str(row[0])
+    digest = hashlib.sha256(f"{kind}\0{tag}\0{model}".encode()).hexdigest()[:16]
     name = f"{table}_ann_{digest}"
     await conn.execute(
         sql.SQL(
             "CREATE INDEX CONCURRENTLY IF NOT EXISTS {} ON agent_memory.{} USING hnsw"
             " ((embedding::vector({})) vector_cosine_ops)"
-            " WHERE scope_key = {} AND model = {} AND vector_dims(embedding) = {}"
+            " WHERE scope_tag = {} AND model = {} AND vector_dims(embedding) = {}"
             " AND embedding IS NOT NULL"
         ).format(
             sql.Identifier(name),
             sql.Identifier(table),
             sql.Literal(dims),
-            sql.Literal(scope_key),
+            sql.Literal(tag),
             sql.Literal(model),
             sql.Literal(dims),
         )
     )
     await conn.execute(
-        """INSERT INTO agent_memory.ann_indexes (kind, scope_key, model, dims, name)
-           VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
-        (kind, scope_key, model, dims, name),
+        """INSERT INTO agent_memory.ann_indexes (kind, scope_key, scope_tag, model, dims, name)
+           VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
+        (kind, scope_key, tag, model, dims, name),
     )
     return name

@@ -5,9 +5,9 @@ What goes, in an order the foreign keys allow: the failure streak, the vectors a
 its facts and messages, its facts (superseded ones too) with their sources, its Store items
 (memories and documents), its episodes with their message index and summaries, its job rows
 (errors included), the cached model answers for its conversations' checksums (a conversation
-recorded in another scope too is answered again there), its decay runs, its own
-nearest-neighbour indexes, its tenant role, and the LangGraph checkpoint threads that map
-to it.
+recorded in another scope too is answered again there), its decay runs, its consolidation
+claim, its own nearest-neighbour indexes, its tenant role, and the LangGraph checkpoint threads
+that map to it.
 """
 
 from __future__ import annotations
@@ -49,6 +49,12 @@ STATEMENTS: list[tuple[str, str]] = [
     # deletions above just appended)
     ("term_counts", f"DELETE FROM agent_memory.term_counts WHERE scope_key = {KEY}"),
     ("consolidation_jobs", f"DELETE FROM agent_memory.consolidation_jobs WHERE scope_key = {KEY}"),
+    # its consolidation claim's row (sql/0019), unless a run holds it at this moment
+    (
+        "scope_claims",
+        "DELETE FROM agent_memory.scope_claims WHERE scope_key IN (SELECT scope_key"
+        f" FROM agent_memory.scope_claims WHERE scope_key = {KEY} FOR UPDATE SKIP LOCKED)",
+    ),
     (
         "decay_runs",
         "DELETE FROM agent_memory.decay_runs WHERE NOT all_scopes"

@@ -8,6 +8,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
+from agent_memory.db.claims import HELD
 from agent_memory.db.fragments import SCOPE_MATCH
 from agent_memory.errors import InvalidScopeError
 from agent_memory.extraction.base import Usage
@@ -50,16 +51,10 @@ WHERE {SCOPE_MATCH} AND status = 'running'
 RETURNING id
 """
 
-# A run holds each scope it consolidates by a session advisory lock (ScopeClaims in
-# agent_memory.consolidation), which PostgreSQL releases when the run's process dies: a job still
-# 'running' whose scope nobody holds was left by a run that is gone. pg_locks shows a bigint
-# advisory key as its high and low 32 bits (classid, objid) with objsubid 1.
-_UNCLAIMED = """NOT EXISTS (
-    SELECT 1 FROM pg_locks l
-    WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
-      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-      AND l.classid::bigint = (hashtextextended(j.scope_key, 7103) >> 32) & 4294967295
-      AND l.objid::bigint = hashtextextended(j.scope_key, 7103) & 4294967295)"""
+# A run holds each scope it consolidates by a row lock on the scope's claim (ScopeClaims in
+# agent_memory.consolidation, agent_memory.db.claims), which PostgreSQL releases when the run's
+# process dies: a job still 'running' whose scope nobody holds was left by a run that is gone.
+_UNCLAIMED = f"NOT {HELD.format(key='j.scope_key')}"
 
 ABANDONED = f"""
 SELECT j.id, j.user_id, j.agent_id, j.workflow_id, j.flow_run_id

@@ -79,8 +79,8 @@ def vector_hits(
 
     ``ann``: the scope's own HNSW index (:func:`agent_memory.db.embeddings.ensure_ann_index`);
     the nearest are read from it, approximately, instead of comparing every vector of the
-    scope. The statement then names the index's scope and model as constants, as its partial
-    predicate does, so that any plan of it can use the index, a prepared one's too.
+    scope. The statement then names the index's scope tag and model as constants, as its
+    partial predicate does, so that any plan of it can use the index, a prepared one's too.
     """
     if ann is None:
         distance = "e.embedding <=> %(vector)s::vector"
@@ -90,9 +90,9 @@ def vector_hits(
         d = int(ann.dims)
         distance = f"e.embedding::vector({d}) <=> %(vector)s::vector({d})"
         # %% : psycopg reads the statement's other text for placeholders
-        scope_key = sql.Literal(ann.scope_key).as_string().replace("%", "%%")
+        scope_tag = sql.Literal(ann.scope_tag).as_string().replace("%", "%%")
         model = sql.Literal(ann.model).as_string().replace("%", "%%")
-        match = f"e.scope_key = {scope_key} AND e.model = {model}"
+        match = f"e.scope_tag = {scope_tag} AND e.model = {model}"
         dims = f"vector_dims(e.embedding) = {d} AND e.embedding IS NOT NULL"
     return f"""vector_hits AS (
     SELECT id, r, CASE WHEN floor > 0 THEN greatest(similarity - floor, 0) / (1 - floor)
@@ -282,9 +282,10 @@ ranked, ranked_sync = dual(ranked_steps)
 # It is best effort and never waits on the hot path: rows another transaction holds (a
 # consolidation writing the scope) are skipped, and so is everything while the decay policy is
 # being changed (the decay flow holds its row), so the expiry is never computed with a stale one.
+# The policy's row is held through a function (sql/0019): a tenant has no right to lock it.
 REFRESH = f"""
 WITH policy AS (
-    SELECT purge_below FROM agent_memory.decay_policy FOR SHARE SKIP LOCKED
+    SELECT p AS purge_below FROM agent_memory.shared_purge_below() AS p
 ),
 used AS (
     SELECT m.id FROM agent_memory.memory_items m

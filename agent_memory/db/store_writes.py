@@ -137,7 +137,8 @@ def delete_steps(ns: tuple[str, ...], key: str, scope: Scope | None) -> Steps[No
         (yield from _locked_shown_steps(ns, key, scope, put=False)) if scope is not None else None
     )
     yield Run(
-        "DELETE FROM agent_memory.store_items WHERE namespace = %(ns)s::text[] AND key = %(key)s",
+        # through a function (sql/0019): a tenant holds no DELETE right (it would allow LOCK)
+        "SELECT agent_memory.store_delete(%(ns)s::text[], %(key)s)",
         {"ns": list(ns), "key": key},
         "none",
     )

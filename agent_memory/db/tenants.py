@@ -9,6 +9,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from agent_memory.db import auth
 from agent_memory.db.fragments import SCOPE_MATCH
 from agent_memory.errors import ConfigurationError
 from agent_memory.models import Scope
@@ -20,6 +21,7 @@ RECORD = """
 INSERT INTO agent_memory.tenants (role_name, user_id, agent_id, workflow_id)
 VALUES (%(role)s, %(user_id)s, %(agent_id)s, %(workflow_id)s)
 """
+NAMESPACE = "UPDATE agent_memory.tenants SET namespace = %s WHERE role_name = %s"
 LIST = """SELECT role_name, user_id, agent_id, workflow_id, created_at
 FROM agent_memory.tenants ORDER BY created_at, role_name"""
 FORGET = f"DELETE FROM agent_memory.tenants WHERE {SCOPE_MATCH} RETURNING role_name"
@@ -30,9 +32,14 @@ async def _role(conn: psycopg.AsyncConnection[Any], scope: Scope) -> str | None:
     return str(row[0]) if row else None
 
 
-async def create(conn: psycopg.AsyncConnection[Any], scope: Scope) -> tuple[str, str]:
+async def create(
+    conn: psycopg.AsyncConnection[Any], scope: Scope, namespace: tuple[str, ...] | None
+) -> tuple[str, str]:
     """The login role of ``scope`` (made now, or the one it has) with a new password: (role,
-    password). In the caller's transaction."""
+    password). ``namespace``: the scope's memory namespace in the Store (its template's; None:
+    it has none), the only one under which the tenant may write Store rows (sql/0019). In the
+    caller's transaction. Refused where the server lets connections in without a password."""
+    await auth.refuse_trust(conn)
     row = await (await conn.execute(GROUP_EXISTS, (GROUP,))).fetchone()
     if not (row and row[0]):
         raise ConfigurationError(
@@ -46,15 +53,15 @@ async def create(conn: psycopg.AsyncConnection[Any], scope: Scope) -> tuple[str,
         # roles are the cluster's: a random name cannot meet another database's tenant
         role = f"agent_memory_t_{secrets.token_hex(8)}"
         await conn.execute(
-            sql.SQL("CREATE ROLE {} LOGIN PASSWORD {} IN ROLE {}").format(
-                sql.Identifier(role), sql.Literal(password), sql.Identifier(GROUP)
+            sql.SQL("CREATE ROLE {} LOGIN IN ROLE {}").format(
+                sql.Identifier(role), sql.Identifier(GROUP)
             )
         )
         await conn.execute(RECORD, {"role": role, **scope.as_dict()})
-    else:
-        await conn.execute(
-            sql.SQL("ALTER ROLE {} PASSWORD {}").format(sql.Identifier(role), sql.Literal(password))
-        )
+    # a verifier, not the password: the statement's text may reach the server's log
+    await conn.execute(auth.set_password(role, password))
+    ns = list(namespace) if namespace is not None else None
+    await conn.execute(NAMESPACE, (ns, role))
     return role, password
 
 
