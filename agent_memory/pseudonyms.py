@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 from collections.abc import Callable, Iterable
 
 from agent_memory.models import Scope
@@ -52,19 +53,54 @@ def reveal(secret: bytes, key: str, scopes: Iterable[Scope]) -> Scope | None:
     return next((s for s in scopes if hmac.compare_digest(scope_key(secret, s), wanted)), None)
 
 
+# an exception's class as Python and the providers' clients name it ("BadRequestError: ..."):
+# where an error came from, not what a conversation said
+_CLASS = re.compile(r"\b([A-Z][A-Za-z0-9]*(?:Error|Exception)): ")
+# a value a note quotes (Python's repr of a string): the model's words
+_QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
+
+
 def summarise(error: BaseException | str) -> str:
-    """``error`` without its words: ``ExtractionError (312 characters, at char 40, sha256
-    1f2e3d4c5b6a)``. A string is taken as ``Class: message`` (how job rows say an error)."""
+    """``error`` without its words: ``ExtractionError <- BadRequestError (312 characters, at
+    char 40, sha256 1f2e3d4c5b6a)``: its class and the classes of its causes, its size, where
+    it went wrong when the error says, and a hash. A string is taken as ``Class: message`` (how
+    job rows say an error), and the classes it names as ``Class: `` are its causes."""
     if isinstance(error, BaseException):
-        kind, text = type(error).__name__, str(error)
+        kinds, text = _causes(error), str(error)
         where = _position(error)
     else:
         kind, sep, text = error.partition(": ")
         if not sep or not kind.isidentifier():
             kind, text = "error", error
+        kinds = [kind, *_CLASS.findall(text)]
         where = ""
     digest = hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:12]
-    return f"{kind} ({len(text):,} characters{where}, sha256 {digest})"
+    named = " <- ".join(dict.fromkeys(kinds))
+    return f"{named} ({len(text):,} characters{where}, sha256 {digest})"
+
+
+def unquoted(note: str) -> str:
+    """A note of the project's own wording with each value it quotes said by its size: "fact 0:
+    kind 'x' is not ..." -> "fact 0: kind (1 character) is not ..."."""
+
+    def size(match: re.Match[str]) -> str:
+        n = len(match.group(0)) - 2
+        return f"({n} character{'s' if n != 1 else ''})"
+
+    return _QUOTED.sub(size, note)
+
+
+def _causes(error: BaseException) -> list[str]:
+    """``error``'s class and its causes' (``raise ... from``, or raised while handling)."""
+    kinds: list[str] = []
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        kinds.append(type(current).__name__)
+        kinds.extend(_CLASS.findall(str(current)))
+        current = current.__cause__ or current.__context__
+    return kinds
 
 
 def _position(error: BaseException) -> str:

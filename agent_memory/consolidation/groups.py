@@ -35,7 +35,7 @@ from agent_memory.decay import DEFAULT_REINFORCEMENT, Reinforcement
 from agent_memory.errors import StepError, TransientExtractionError
 from agent_memory.extraction.base import Extraction, Extractor
 from agent_memory.models import DecayFrom, Scope, Window
-from agent_memory.pseudonyms import Namer, by_label, summarise
+from agent_memory.pseudonyms import Namer, by_label, summarise, unquoted
 from agent_memory.settings import JobSettings
 
 Stage = Literal["claimed", "loaded", "extracted", "done"]
@@ -266,11 +266,11 @@ async def extract(
             continue
         cached += extraction.cached
         answered += not extraction.cached
-        if extraction.repairs:  # they may quote the answer: said by size and hash
+        if extraction.repairs:  # in our words; a value they quote is the model's: its size
             log.warning(
                 "%s: repaired the model's answer: %s",
                 group.name(member.scope),
-                "; ".join(summarise(f"repair: {r}") for r in extraction.repairs),
+                "; ".join(unquoted(r) for r in extraction.repairs),
             )
     log.info(
         "%s: %d answer(s) from the model, %d from the cache, %d skipped (already consolidated)",

@@ -74,8 +74,9 @@ _RETIRE = (
 
 def _locked_shown_steps(
     ns: tuple[str, ...], key: str, scope: Scope, *, put: bool
-) -> Steps[tuple[int, str] | None]:
-    """Lock the key (see the module), then read the fact it shows."""
+) -> Steps[tuple[tuple[int, str] | None, bool]]:
+    """Lock the key (see the module), then read the fact it shows; and whether a row of the
+    key was there to lock (a put always has one: it inserts it)."""
     params: dict[str, Any] = {**scope.as_dict(), "ns": list(ns), "key": key}
     if put:
         locked = yield Run(_LOCK, params, "one")
@@ -83,7 +84,7 @@ def _locked_shown_steps(
     else:
         fresh = (yield Run(_LOCK_EXISTING, params, "one")) is None
     row = yield Run(_SHOWN, {**params, "named": fact_of_key(key), "fresh": fresh}, "one")
-    return (int(row[0]), str(row[1])) if row else None
+    return ((int(row[0]), str(row[1])) if row else None), put or not fresh
 
 
 def put_document_steps(
@@ -104,7 +105,7 @@ def put_memory_steps(
     """Write a memory item and its fact (``fact``: the parameters of the facts' upsert); a
     new wording replaces the fact the item showed, which is kept, superseded, unless another
     item still shows it. The fact's id."""
-    shown = yield from _locked_shown_steps(ns, key, scope, put=True)
+    shown, _ = yield from _locked_shown_steps(ns, key, scope, put=True)
     if shown is not None and content_hash(shown[1]) == fact["content_hash"]:
         fact_id = shown[0]  # the same fact, said the same way: its value alone changes
     else:
@@ -133,15 +134,21 @@ def put_memory_steps(
 def delete_steps(ns: tuple[str, ...], key: str, scope: Scope | None) -> Steps[None]:
     """Delete an item; of a memory namespace (``scope``), its fact is invalidated too (kept,
     superseded, as history) unless another item still shows it."""
-    shown = (
-        (yield from _locked_shown_steps(ns, key, scope, put=False)) if scope is not None else None
+    shown, locked = (
+        (yield from _locked_shown_steps(ns, key, scope, put=False))
+        if scope is not None
+        else (None, True)
     )
-    yield Run(
-        # through a function (sql/0019): a tenant holds no DELETE right (it would allow LOCK)
-        "SELECT agent_memory.store_delete(%(ns)s::text[], %(key)s)",
-        {"ns": list(ns), "key": key},
-        "none",
-    )
+    if locked:
+        # only the row locked above: one a put commits meanwhile comes after this delete, and
+        # deleting it would leave the fact it shows current with no row showing it
+        yield Run(
+            # through a function (sql/0019): a tenant holds no DELETE right (it would allow
+            # LOCK)
+            "SELECT agent_memory.store_delete(%(ns)s::text[], %(key)s)",
+            {"ns": list(ns), "key": key},
+            "none",
+        )
     if scope is not None and shown is not None:
         yield Run(
             _RETIRE,
