@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import stat
 import subprocess
 import sys
 import time
@@ -15,6 +17,7 @@ from pathlib import Path
 from re import escape
 from typing import Any
 
+import psutil
 import psycopg
 import pytest
 
@@ -216,3 +219,97 @@ def test_a_database_lost_mid_import_is_one_line(
         assert episodes(db) == []
     again = agent_memory(env, "backfill", "import", str(path))
     assert again.returncode == 0 and "3 imported" in again.stdout, again.stderr[-3000:]
+
+
+# ---- the embedded server -------------------------------------------------------------------
+
+
+def embedded_env(data_dir: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    return {**env, "AGENT_MEMORY_DB_DATA_DIR": str(data_dir)}
+
+
+def postmaster(data_dir: Path) -> int:
+    return int((data_dir / "postmaster.pid").read_text().split()[0])
+
+
+def gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def test_sigterm_to_the_mcp_server_stops_the_embedded_server_it_used_last(
+    tmp_path: Path,
+) -> None:
+    data_dir = tmp_path / "pgdata"
+    log = (tmp_path / "mcp.log").open("w")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "agent_memory_deployments.cli", "mcp", "--user", "u1"],
+        cwd=ROOT,
+        env=embedded_env(data_dir),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=log,
+        text=True,
+    )
+    pid = None
+    try:
+        assert server.stdin is not None and server.stdout is not None
+        hello = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-03-26",
+                "capabilities": {},
+                "clientInfo": {"name": "test", "version": "1"},
+            },
+        }
+        server.stdin.write(json.dumps(hello) + "\n")
+        server.stdin.flush()
+        answer = server.stdout.readline()  # the server answers once its memory is open
+        assert '"id":1' in answer, (tmp_path / "mcp.log").read_text()[-3000:]
+        pid = postmaster(data_dir)
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=DEADLINE_S)
+        deadline = time.monotonic() + DEADLINE_S
+        while not gone(pid):
+            assert time.monotonic() < deadline, "PostgreSQL outlived its last user"
+            time.sleep(0.05)
+        assert not (data_dir / "postmaster.pid").exists()  # a clean shutdown
+        assert server.returncode == 128 + signal.SIGTERM  # as a shell reports a SIGTERM
+        assert "Traceback" not in (tmp_path / "mcp.log").read_text()
+    finally:
+        server.kill()
+        log.close()
+        if pid is not None and not gone(pid):
+            os.kill(pid, signal.SIGTERM)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="pgserver changes folder modes only as root")
+def test_a_private_folder_above_the_data_directory_gets_the_search_bit_only(
+    tmp_path: Path,
+) -> None:
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    private.chmod(0o700)  # whatever the umask
+    data_dir = private / "memory" / "pgdata"
+    start = (
+        "from pathlib import Path\n"
+        "from agent_memory.db.connection import resolve\n"
+        "from agent_memory.settings import DatabaseSettings\n"
+        "import psycopg\n"
+        f"db = resolve(DatabaseSettings(url=None, data_dir=Path({str(data_dir)!r})))\n"
+        "with db.connect() as conn:\n"
+        "    print(conn.execute('SELECT 1').fetchone()[0])\n"
+    )
+    try:
+        result = run_interpreter(["-c", start], embedded_env(data_dir))
+        assert result.returncode == 0 and result.stdout.strip() == "1", result.stderr[-3000:]
+        assert stat.S_IMODE(private.stat().st_mode) == 0o701  # enter by name, never list
+    finally:
+        pid_file = data_dir / "postmaster.pid"
+        if pid_file.exists():
+            os.kill(postmaster(data_dir), signal.SIGTERM)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from typing import Annotated, Any, Literal
 
@@ -199,7 +200,21 @@ def mcp(
         server = build_server(_settings(), scope, host=host, port=port or 8000, other_users=others)
     except AgentMemoryError as exc:
         raise _fail(exc) from None
-    server.run(transport="streamable-http" if port else "stdio")
+    from agent_memory.db.connection import release_embedded
+
+    try:
+        server.run(transport="streamable-http" if port else "stdio")
+    except SystemExit as exc:  # SIGTERM (see cli.main), once the server has shut down
+        if port:
+            raise
+        # over stdio a thread stays blocked reading stdin, and the interpreter waits for it
+        # before running the exit handlers that stop the embedded PostgreSQL: stop it here
+        # and end without waiting for that thread
+        release_embedded()
+        for stream in (sys.stdout, sys.stderr):
+            if not stream.closed:  # the MCP transport closes stdout as it ends
+                stream.flush()
+        os._exit(exc.code if isinstance(exc.code, int) else 1)
 
 
 tenant_app = typer.Typer(
