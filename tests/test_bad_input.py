@@ -85,6 +85,7 @@ def test_a_time_outside_what_can_be_read_back_is_named(value: str) -> None:
         parse_line(line(occurred_at=value), 1, max_bytes=MAX)
 
 
+@pytest.mark.system
 def test_a_bc_time_is_refused_at_import_naming_the_line_and_the_value(
     database_url: str, db: psycopg.Connection[Any], tmp_path: Path
 ) -> None:
@@ -143,6 +144,7 @@ def test_nesting_deeper_than_the_bound_is_named_wherever_it_is() -> None:
     parse_line(line(metadata={"ok": [[[["four"]]]]}), 1, max_bytes=MAX)
 
 
+@pytest.mark.system
 def test_a_line_of_200000_brackets_is_named_and_skip_imports_the_others(
     database_url: str, db: psycopg.Connection[Any], tmp_path: Path
 ) -> None:
@@ -175,6 +177,7 @@ async def test_record_refuses_a_message_nested_too_deep(
 # ---- a database lost mid-import ------------------------------------------------------------
 
 
+@pytest.mark.system
 def test_a_database_lost_mid_import_is_one_line(
     database_url: str, restart_database: Callable[[], None], tmp_path: Path
 ) -> None:
@@ -240,6 +243,7 @@ def gone(pid: int) -> bool:
         return True
 
 
+@pytest.mark.system
 def test_sigterm_to_the_mcp_server_stops_the_embedded_server_it_used_last(
     tmp_path: Path,
 ) -> None:
@@ -288,6 +292,7 @@ def test_sigterm_to_the_mcp_server_stops_the_embedded_server_it_used_last(
             os.kill(pid, signal.SIGTERM)
 
 
+@pytest.mark.system
 @pytest.mark.skipif(os.geteuid() != 0, reason="pgserver changes folder modes only as root")
 def test_a_private_folder_above_the_data_directory_gets_the_search_bit_only(
     tmp_path: Path,
