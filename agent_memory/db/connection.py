@@ -226,6 +226,13 @@ def _start_embedded(data_dir: Path) -> Any:
         ) from exc
     _as_its_own_user(pgserver_module)
     try:
+        if hasattr(pgserver_module, "ensure_folder_permissions") and os.geteuid() == 0:
+            # pgserver opens bin/ and lib/ to its user; share/ (time zones, extensions) was
+            # reached through root's group, which the server no longer has
+            from pgserver._commands import POSTGRES_BIN_PATH
+
+            share = POSTGRES_BIN_PATH.parent / "share"
+            pgserver_module.ensure_folder_permissions(share, stat.S_IRGRP | stat.S_IROTH)
         data_dir.parent.mkdir(parents=True, exist_ok=True)
         _forget_dead_users(data_dir)
         log.info("starting embedded PostgreSQL in %s", data_dir)

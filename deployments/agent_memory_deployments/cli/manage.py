@@ -6,9 +6,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import sys
-from typing import Annotated, Any, Literal
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, Literal, NoReturn
 
+import anyio
 import typer
 
 from agent_memory.errors import AgentMemoryError
@@ -200,21 +203,36 @@ def mcp(
         server = build_server(_settings(), scope, host=host, port=port or 8000, other_users=others)
     except AgentMemoryError as exc:
         raise _fail(exc) from None
+    anyio.run(_until_sigterm, server.run_streamable_http_async if port else server.run_stdio_async)
+
+
+async def _until_sigterm(serve: Callable[[], Awaitable[None]]) -> None:
+    """Run ``serve`` until it ends; SIGTERM, taken in the event loop (where raising it would
+    cut through whichever task was running), ends the process at once, after letting go of
+    the embedded PostgreSQL: cancelling the server is no way out over stdio, whose reader
+    thread stays blocked reading stdin (the interpreter would wait for it before running the
+    exit handlers that stop the server). Over HTTP, the HTTP server shuts down on SIGTERM
+    first, then hands the signal on."""
+    async with anyio.create_task_group() as group:
+
+        async def watch() -> None:
+            with anyio.open_signal_receiver(signal.SIGTERM) as signals:
+                async for _ in signals:
+                    _end_at_once(128 + signal.SIGTERM)
+
+        group.start_soon(watch)
+        await serve()
+        group.cancel_scope.cancel()
+
+
+def _end_at_once(status: int) -> NoReturn:
     from agent_memory.db.connection import release_embedded
 
-    try:
-        server.run(transport="streamable-http" if port else "stdio")
-    except SystemExit as exc:  # SIGTERM (see cli.main), once the server has shut down
-        if port:
-            raise
-        # over stdio a thread stays blocked reading stdin, and the interpreter waits for it
-        # before running the exit handlers that stop the embedded PostgreSQL: stop it here
-        # and end without waiting for that thread
-        release_embedded()
-        for stream in (sys.stdout, sys.stderr):
-            if not stream.closed:  # the MCP transport closes stdout as it ends
-                stream.flush()
-        os._exit(exc.code if isinstance(exc.code, int) else 1)
+    release_embedded()  # stops the embedded server if this process was its last user
+    for stream in (sys.stdout, sys.stderr):
+        if not stream.closed:  # the MCP transport closes stdout as it ends
+            stream.flush()
+    os._exit(status)
 
 
 tenant_app = typer.Typer(
