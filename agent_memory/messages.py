@@ -118,7 +118,7 @@ class _Sanitizer:
         return value
 
     def value(self, obj: Any, path: str, depth: int = 1) -> Any:
-        if depth > MAX_NESTING:
+        if depth > MAX_NESTING and isinstance(obj, dict | list | tuple):
             raise InvalidMessageError(
                 f"{path:.60}... nests lists and objects more than {MAX_NESTING} levels deep"
             )
