@@ -22,8 +22,9 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -31,18 +32,23 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from agent_memory.db import episodes as episode_repo
-from agent_memory.errors import AgentMemoryError, BackfillError
-from agent_memory.messages import serialize_messages
+from agent_memory.errors import AgentMemoryError, BackfillError, DatabaseUnavailableError
+from agent_memory.messages import (
+    MAX_NESTING,
+    check_occurred_at,
+    nested_too_deep,
+    serialize_messages,
+)
 from agent_memory.models import Scope
 from agent_memory.redact import redact
 
 OnError = Literal["skip", "reject"]
-_CLOCK_SKEW = timedelta(minutes=5)
 _SCOPE_FIELDS = ("user_id", "agent_id", "workflow_id")
 _KNOWN_FIELDS = {*_SCOPE_FIELDS, "occurred_at", "messages", "id", "metadata"}
 _LANGCHAIN_TYPES = {"human", "ai", "system", "tool", "function", "chat"}
 _OPENAI_ROLES = {"user", "assistant", "system", "tool", "function", "developer"}
 _CHUNK = 500
+_TOO_DEEP = f"lists and objects nested more than {MAX_NESTING} levels deep"
 
 
 @dataclass(frozen=True)
@@ -112,11 +118,7 @@ def _time(value: Any) -> datetime:
         when = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         raise ValueError(f"occurred_at {value!r} is not an ISO 8601 time") from None
-    if when.tzinfo is None or when.utcoffset() is None:
-        raise ValueError(f"occurred_at {value!r} has no time zone")
-    if when > datetime.now(UTC) + _CLOCK_SKEW:
-        raise ValueError(f"occurred_at {value!r} is in the future")
-    return when
+    return check_occurred_at(when, repr(value))
 
 
 def source_key(source_id: Any, occurred_at: datetime, messages: list[dict[str, Any]]) -> str:
@@ -139,6 +141,10 @@ def parse_line(text: str, number: int, *, max_bytes: int) -> Conversation:
         record = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"not valid JSON ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:  # json's parser recurses per level: far deeper than allowed
+        raise ValueError(_TOO_DEEP) from None
+    if nested_too_deep(record):
+        raise ValueError(_TOO_DEEP)
     if not isinstance(record, dict):
         raise ValueError(f"a {type(record).__name__}, not an object")
     unknown = sorted(set(record) - _KNOWN_FIELDS)
@@ -189,6 +195,25 @@ def read_jsonl(path: Path, *, max_bytes: int) -> Iterator[tuple[int, Conversatio
                 yield done, BadLine(number, str(exc))
 
 
+@contextmanager
+def _database_errors(conn: psycopg.Connection[Any], report: ImportReport) -> Iterator[None]:
+    """The database failing mid-import as one error that says so (the transaction is rolled
+    back, so nothing was imported) instead of psycopg's traceback."""
+    try:
+        yield
+    except psycopg.OperationalError as exc:
+        said = " ".join(redact(str(exc)).split()).rstrip(".")  # psycopg's spans lines
+        where = f"{report.path}, after {report.lines} record(s) read"
+        if conn.broken:
+            raise DatabaseUnavailableError(
+                f"lost the database during the import ({where}): {said}; nothing was "
+                "imported (import again once it is back: what is there is not added twice)"
+            ) from None
+        raise BackfillError(
+            f"the database stopped the import ({where}): {said}; nothing was imported"
+        ) from None
+
+
 def import_jsonl(
     conn: psycopg.Connection[Any],
     path: Path,
@@ -216,7 +241,7 @@ def import_jsonl(
             report.inserted += max(cur.rowcount, 0)
             pending.clear()
 
-    with conn.transaction(), conn.cursor() as cur:
+    with _database_errors(conn, report), conn.transaction(), conn.cursor() as cur:
         for done, item in read_jsonl(path, max_bytes=max_bytes):
             report.lines += 1
             if isinstance(item, BadLine):
@@ -306,7 +331,7 @@ def import_checkpoints(
         source = psycopg.connect(source_dsn, autocommit=True, row_factory=dict_row)
     except psycopg.Error as exc:
         raise BackfillError(f"cannot reach the checkpoint database: {redact(str(exc))}") from None
-    with source, conn.transaction(), conn.cursor() as cur:
+    with source, _database_errors(conn, report), conn.transaction(), conn.cursor() as cur:
         try:
             threads = [r["thread_id"] for r in source.execute(episode_repo.CHECKPOINT_THREADS)]
         except psycopg.errors.UndefinedTable:

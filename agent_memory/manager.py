@@ -23,7 +23,7 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig, RunnableLambda
@@ -40,7 +40,7 @@ from agent_memory.errors import InvalidMessageError
 from agent_memory.graph.state import latest_messages, latest_user_text, scope_from
 from agent_memory.inject import Injector
 from agent_memory.management import Management
-from agent_memory.messages import serialize_messages
+from agent_memory.messages import check_occurred_at, serialize_messages
 from agent_memory.models import Episode, MemoryItem, Scope
 from agent_memory.query_embedding import QueryEmbedder
 from agent_memory.search import as_moment
@@ -52,9 +52,6 @@ if TYPE_CHECKING:  # imported when the methods are called
     from langgraph.graph import StateGraph
 
 log = logging.getLogger(__name__)
-
-# how far ahead of this machine's clock an episode's time may be (clocks differ a little)
-_CLOCK_SKEW = timedelta(minutes=5)
 
 
 class MemoryManager(Injector, Management):
@@ -239,17 +236,8 @@ class MemoryManager(Injector, Management):
 
     @staticmethod
     def _check_time(occurred_at: datetime | None) -> None:
-        if occurred_at is None:
-            return
-        if occurred_at.tzinfo is None or occurred_at.utcoffset() is None:
-            raise InvalidMessageError(
-                f"occurred_at {occurred_at.isoformat()} has no time zone; pass an aware datetime"
-            )
-        if occurred_at > datetime.now(UTC) + _CLOCK_SKEW:
-            raise InvalidMessageError(
-                f"occurred_at {occurred_at.isoformat()} is in the future; an episode records a "
-                "conversation that happened"
-            )
+        if occurred_at is not None:
+            check_occurred_at(occurred_at)
 
     def _serialize(self, messages: Sequence[Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         stored, size, replaced = serialize_messages(

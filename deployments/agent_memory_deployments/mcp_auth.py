@@ -85,10 +85,9 @@ class BearerAuth:
         await response(scope, receive, send)
 
 
-def serve_http(server: FastMCP[Any], token: str | None) -> None:
+async def serve_http(server: FastMCP[Any], token: str | None) -> None:
     """Serve ``server`` over streamable HTTP at its host and port (as ``server.run`` does),
     behind :class:`BearerAuth` when there is a ``token``."""
-    import anyio
     import uvicorn
 
     app: ASGIApp = server.streamable_http_app()
@@ -100,4 +99,4 @@ def serve_http(server: FastMCP[Any], token: str | None) -> None:
         port=server.settings.port,
         log_level=server.settings.log_level.lower(),
     )
-    anyio.run(uvicorn.Server(config).serve)
+    await uvicorn.Server(config).serve()

@@ -7,6 +7,9 @@ them inside the commands that need them.
 
 from __future__ import annotations
 
+import signal
+from types import FrameType
+
 # each module registers its commands on the app; --help lists them in this order
 # isort: off
 from agent_memory_deployments.cli import runs  # noqa: F401
@@ -23,9 +26,24 @@ from agent_memory_deployments.cli._app import app, console
 __all__ = ["app", "console", "main"]
 
 
+def _end_on_sigterm() -> None:
+    """End on SIGTERM (a service manager stopping the command, ``kill``) the way a normal exit
+    does: by an exception that unwinds the command, so its ``finally`` blocks and exit handlers
+    run: an open import rolls back, and the embedded PostgreSQL stops with its last user (its
+    users are counted by process; the count drops in an exit handler). Python's default for
+    SIGTERM ends the process at once and skips them, leaving the server running for good."""
+
+    def end(signum: int, _frame: FrameType | None) -> None:
+        signal.signal(signum, signal.SIG_DFL)  # a second SIGTERM ends the process at once
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, end)
+
+
 def main() -> None:
     """The ``agent-memory`` console script."""
     from agent_memory.extraction.llm import quiet_litellm
 
+    _end_on_sigterm()
     quiet_litellm()  # the command's output is its own: no litellm banner in it
     app()

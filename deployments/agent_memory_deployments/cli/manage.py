@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import sys
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn
 
+import anyio
 import typer
 
 from agent_memory.db.vacuum import DEFAULT_REWRITE_MAX_BYTES
@@ -289,10 +293,40 @@ def mcp(
         server = build_server(settings, scope, host=host, port=port or 8000, other_users=others)
     except AgentMemoryError as exc:
         raise _fail(exc) from None
-    if port:
-        serve_http(server, token)
-    else:
-        server.run(transport="stdio")
+
+    def http() -> Awaitable[None]:
+        return serve_http(server, token)
+
+    anyio.run(_until_sigterm, http if port else server.run_stdio_async)
+
+
+async def _until_sigterm(serve: Callable[[], Awaitable[None]]) -> None:
+    """Run ``serve`` until it ends; SIGTERM, taken in the event loop (where raising it would
+    cut through whichever task was running), ends the process at once, after letting go of
+    the embedded PostgreSQL: cancelling the server is no way out over stdio, whose reader
+    thread stays blocked reading stdin (the interpreter would wait for it before running the
+    exit handlers that stop the server). Over HTTP, the HTTP server shuts down on SIGTERM
+    first, then hands the signal on."""
+    async with anyio.create_task_group() as group:
+
+        async def watch() -> None:
+            with anyio.open_signal_receiver(signal.SIGTERM) as signals:
+                async for _ in signals:
+                    _end_at_once(128 + signal.SIGTERM)
+
+        group.start_soon(watch)
+        await serve()
+        group.cancel_scope.cancel()
+
+
+def _end_at_once(status: int) -> NoReturn:
+    from agent_memory.db.connection import release_embedded
+
+    release_embedded()  # stops the embedded server if this process was its last user
+    for stream in (sys.stdout, sys.stderr):
+        if not stream.closed:  # the MCP transport closes stdout as it ends
+            stream.flush()
+    os._exit(status)
 
 
 tenant_app = typer.Typer(
