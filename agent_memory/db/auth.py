@@ -94,12 +94,7 @@ def owner_secret(data_dir: Path) -> str:
         return path.read_text().strip()
     secret = secrets.token_urlsafe(32)
     draft = data_dir / f".{SECRET_FILE}.{os.getpid()}"
-    fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, secret.encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    _write_private(draft, secret)
     try:
         os.link(draft, path)  # fails if another process made it first
     except FileExistsError:
@@ -164,12 +159,7 @@ def _rewrite(path: Path, text: str) -> None:
     """Replace ``path`` whole, keeping its owner and mode (the server's system user reads it)."""
     old = path.stat()
     draft = path.with_name(f".{path.name}.{os.getpid()}")
-    fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, text.encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    _write_private(draft, text)
     if os.geteuid() == 0:
         os.chown(draft, old.st_uid, old.st_gid)
     os.chmod(draft, old.st_mode & 0o777)
@@ -213,3 +203,13 @@ async def refuse_trust(conn: psycopg.AsyncConnection[Any]) -> None:
             " 'scram-sha-256' in these pg_hba.conf rules, give every login role a password, and"
             " reload (SELECT pg_reload_conf()): " + "; ".join(rules)
         )
+
+
+def _write_private(path: Path, text: str) -> None:
+    """``text`` in a new file at ``path`` that only its owner reads (mode 600), on disk."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, text.encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
