@@ -12,7 +12,7 @@ import pytest
 from langmem import create_manage_memory_tool
 from pydantic import BaseModel
 
-from agent_memory import MemoryManager, Scope
+from agent_memory import Scope
 from agent_memory.errors import InvalidStoreRequestError
 from agent_memory.fact_text import memory_text
 from agent_memory.settings import Settings
