@@ -26,6 +26,7 @@ from agent_memory.db.vacuum import DEFAULT_REWRITE_MAX_BYTES
 from agent_memory.decay import today
 from agent_memory.erasure import ErasureSummary, Selection
 from agent_memory.errors import InvalidFactError, UnknownFactError, UnknownScopeError
+from agent_memory.fact_text import check_text, shown
 from agent_memory.models import Fact, FactKind, MemoryItem, Scope
 from agent_memory.settings import Settings
 
@@ -291,13 +292,14 @@ class Management:
 
 
 def _fact(content: str, importance: float, kind: str) -> Fact:
+    text = check_text(content)  # before pydantic, whose message would hold all of it
     try:
-        return Fact(content=" ".join(content.split()), importance=importance, kind=kind)  # type: ignore[arg-type]
+        return Fact(content=text, importance=importance, kind=kind)  # type: ignore[arg-type]
     except ValidationError as exc:
         problem = exc.errors()[0]
         field = problem["loc"][0] if problem["loc"] else "fact"
         raise InvalidFactError(
-            f"fact {field} {problem.get('input')!r} cannot be stored: {problem['msg']}"
+            f"fact {field} {shown(problem.get('input'))} cannot be stored: {problem['msg']}"
         ) from None
 
 

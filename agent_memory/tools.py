@@ -2,62 +2,115 @@
 scope comes from the run's config (``config["configurable"]``'s ``user_id``, ``agent_id`` and
 ``workflow_id``), never from the model's arguments, so an agent cannot reach another scope.
 
+Each tool has a sync face (``func``) and an async one (``coroutine``) over the same statements
+(:mod:`agent_memory.db.fact_edits`), so they run in sync graphs (``invoke``) and async ones
+(``ainvoke``) alike. What the tool cannot do (a fact with no words, a NUL character, too long;
+an unknown id) comes back to the model as the tool's answer, ``not remembered: ...``, in a few
+hundred characters at most, never as an exception that ends the agent's run.
+
 Example::
 
     tools = manager.tools()
     graph.add_node("tools", ToolNode(tools))          # langgraph.prebuilt
     model = model.bind_tools(tools)
-    await app.ainvoke(state, {"configurable": {"user_id": "alex"}})
+    app.invoke(state, {"configurable": {"user_id": "alex"}})   # or await app.ainvoke(...)
 """
 
+from __future__ import annotations
+
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool
 
+from agent_memory.db import fact_edits
 from agent_memory.errors import AgentMemoryError, UnknownFactError
 from agent_memory.graph.state import scope_from
-from agent_memory.models import Scope
+from agent_memory.management import _fact
+from agent_memory.models import Fact, Scope, WorkingMemoryFrame
 
 if TYPE_CHECKING:
     from agent_memory.manager import MemoryManager
+
+# the most of an error the model is shown
+MAX_ERROR_CHARS = 300
 
 
 def _scope(config: RunnableConfig) -> Scope:
     return scope_from({}, config)
 
 
-def memory_tools(manager: "MemoryManager") -> list[BaseTool]:
-    """The three tools over ``manager`` (async: for ``ainvoke`` and async graphs)."""
+def _refused(verb: str, exc: BaseException) -> str:
+    said = f"not {verb}: {exc}"
+    return said if len(said) <= MAX_ERROR_CHARS else said[: MAX_ERROR_CHARS - 3] + "..."
 
-    async def remember(content: str, config: RunnableConfig, importance: float = 0.5) -> str:
+
+def _recalled(frame: WorkingMemoryFrame) -> str:
+    lines = [f"[{i}] {c}" for i, c in zip(frame.fact_ids, frame.injected_facts, strict=True)]
+    lines += [f"(said {s.occurred_at:%Y-%m-%d}) {s.content}" for s in frame.snippets]
+    return "\n".join(lines) or "nothing relevant is remembered"
+
+
+def _forgotten(fact_id: int, content: str | None) -> str:
+    if content is None:  # another scope's fact is as unknown as a missing one
+        return _refused("forgotten", UnknownFactError(f"no current fact with id {fact_id}"))
+    return f"forgot fact {fact_id}: {content}"
+
+
+def memory_tools(manager: MemoryManager) -> list[BaseTool]:
+    """The three tools over ``manager``, for sync and async graphs (see the module)."""
+
+    def checked(content: str, importance: float) -> Fact:
+        return _fact(content, importance, "general")
+
+    async def aremember(content: str, config: RunnableConfig, importance: float = 0.5) -> str:
+        try:
+            fact = checked(content, importance)
+            pool = await manager._apool()
+            async with pool.connection() as conn:
+                fact_id = await fact_edits.add(conn, _scope(config), fact, datetime.now(UTC))
+        except AgentMemoryError as exc:
+            return _refused("remembered", exc)
+        return f"remembered fact {fact_id}: {fact.content}"
+
+    def remember(content: str, config: RunnableConfig, importance: float = 0.5) -> str:
         """Remember a fact about the user for later sessions, in one short sentence in the
         third person (for example "User prefers answers by email."). importance: 0 to 1."""
         try:
-            fact = await manager.add_fact(_scope(config), content, importance=importance)
+            fact = checked(content, importance)
+            with manager._spool().connection() as conn:
+                fact_id = fact_edits.add_sync(conn, _scope(config), fact, datetime.now(UTC))
         except AgentMemoryError as exc:
-            return f"not remembered: {exc}"
-        return f"remembered fact {fact.id}: {fact.content}"
+            return _refused("remembered", exc)
+        return f"remembered fact {fact_id}: {fact.content}"
 
-    async def recall(query: str, config: RunnableConfig) -> str:
+    async def arecall(query: str, config: RunnableConfig) -> str:
+        try:
+            return _recalled(await manager.inject(_scope(config), query=query))
+        except AgentMemoryError as exc:
+            return _refused("recalled", exc)
+
+    def recall(query: str, config: RunnableConfig) -> str:
         """Recall what memory knows that is relevant to query: facts (with their ids) and past
         messages."""
-        frame = await manager.inject(_scope(config), query=query)
-        lines = [f"[{i}] {c}" for i, c in zip(frame.fact_ids, frame.injected_facts, strict=True)]
-        lines += [f"(said {s.occurred_at:%Y-%m-%d}) {s.content}" for s in frame.snippets]
-        return "\n".join(lines) or "nothing relevant is remembered"
+        try:
+            return _recalled(manager.inject_sync(_scope(config), query=query))
+        except AgentMemoryError as exc:
+            return _refused("recalled", exc)
 
-    async def forget(fact_id: int, config: RunnableConfig) -> str:
+    async def aforget(fact_id: int, config: RunnableConfig) -> str:
+        pool = await manager._apool()
+        async with pool.connection() as conn:
+            return _forgotten(fact_id, await fact_edits.forget(conn, _scope(config), fact_id))
+
+    def forget(fact_id: int, config: RunnableConfig) -> str:
         """Forget a fact that is no longer true, by the id recall gave it."""
-        scope = _scope(config)
-        known = {f.id for f in await manager.facts(scope)}
-        if fact_id not in known:  # another scope's fact is as unknown as a missing one
-            return f"not forgotten: {UnknownFactError(f'no current fact with id {fact_id}')}"
-        fact = await manager.forget_fact(fact_id)
-        return f"forgot fact {fact.id}: {fact.content}"
+        with manager._spool().connection() as conn:
+            return _forgotten(fact_id, fact_edits.forget_sync(conn, _scope(config), fact_id))
 
     return [
-        StructuredTool.from_function(coroutine=remember, name="remember"),
-        StructuredTool.from_function(coroutine=recall, name="recall"),
-        StructuredTool.from_function(coroutine=forget, name="forget"),
+        StructuredTool.from_function(func=remember, coroutine=aremember, name="remember"),
+        StructuredTool.from_function(func=recall, coroutine=arecall, name="recall"),
+        StructuredTool.from_function(func=forget, coroutine=aforget, name="forget"),
     ]

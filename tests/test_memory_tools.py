@@ -84,7 +84,5 @@ async def test_a_bad_fact_is_refused_to_the_model_by_name(manager: MemoryManager
         {"messages": [("user", "Remember nothing.")]}, {"configurable": {"user_id": "alex"}}
     )
     said = [m.content for m in out["messages"] if isinstance(m, ToolMessage)]
-    assert said == [
-        "not remembered: fact content '' cannot be stored: String should have at least 1 character"
-    ]
+    assert said == ["not remembered: fact content '' is empty; a fact needs words"]
     assert await manager.facts(ALEX) == []

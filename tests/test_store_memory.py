@@ -192,8 +192,8 @@ def test_a_template_maps_namespaces_to_scopes(
 def test_memory_text_of_values() -> None:
     assert memory_text({"content": "likes tea"}) == "likes tea"
     assert memory_text({"text": "likes tea", "content": ""}) == "likes tea"
-    assert memory_text({"content": {"food": "tea"}}) == '{"food": "tea"}'
-    assert memory_text({"b": 1, "a": 2}) == '{"a": 2, "b": 1}'
+    assert memory_text({"content": {"food": "tea"}}) == "food: tea"
+    assert memory_text({"b": 1, "a": 2}) == "b: 1; a: 2"
 
 
 @pytest.mark.parametrize(

@@ -7,10 +7,11 @@ Agents get it as any store: ``graph.compile(store=store)``, ``create_agent(..., 
 * an item put in a *memory namespace* is a fact of that scope, written at once (no source
   episode: said directly), with the value's ``importance`` (a number in (0, 1]) and ``kind``
   when it gives them. Inject sees it, decay fades it, consolidation reinforces or supersedes
-  it. Its text is the value's ``content`` (or ``text``, ``memory``, ``fact``) when that is a
-  string, else the value as JSON. Putting a new wording supersedes the old fact, deleting
-  invalidates it: both are kept as history. The facts consolidation wrote appear there too,
-  under keys made from their ids;
+  it. Its text is read from the value, never its JSON: ``content`` (or ``text``, ``memory``,
+  ``fact``) when that holds text, else its fields as ``name: text``
+  (:mod:`agent_memory.fact_text` gives the rule). Putting a new wording supersedes the old
+  fact, deleting invalidates it: both are kept as history. The facts consolidation wrote
+  appear there too, under keys made from their ids;
 * every other item is a JSON document, kept as put; one under a scope's memory namespace
   (``("memories", "alice", "profile")``) belongs to that scope, and export and erasure
   include it.
@@ -51,33 +52,29 @@ from agent_memory.db.dual import Steps, Transaction, run_async, run_sync
 from agent_memory.db.facts import upsert_params
 from agent_memory.decay import day_index, today
 from agent_memory.errors import InvalidStoreRequestError
+from agent_memory.fact_text import TEXT_FIELDS, check_text, memory_text
 from agent_memory.messages import clean_text
 from agent_memory.models import FACT_KINDS, Fact, Scope
 from agent_memory.search import MAX_QUERY_CHARS
 from agent_memory.store.limits import InvalidStoreNamespaceError, check_key
 from agent_memory.store.namespaces import DEFAULT_TEMPLATE, NamespaceTemplate, check_labels
+from agent_memory.store.values import check_chars
 
 if TYPE_CHECKING:
     from agent_memory.manager import MemoryManager
     from agent_memory.settings import Settings
 
-__all__ = ["DEFAULT_TEMPLATE", "AgentMemoryStore", "NamespaceTemplate"]
+__all__ = [
+    "DEFAULT_TEMPLATE",
+    "TEXT_FIELDS",
+    "AgentMemoryStore",
+    "NamespaceTemplate",
+    "memory_text",
+]
 
-# the value fields a memory's text is taken from, in this order (LangMem writes "content")
-TEXT_FIELDS = ("content", "text", "memory", "fact")
 # a filtered ranking that keeps too few is asked again for this many times more facts
 _WIDEN = 4
 _MAX_RANKED = 100_000
-
-
-def memory_text(value: Mapping[str, Any]) -> str:
-    """The text of the fact a memory item's ``value`` is (see the module)."""
-    for name in TEXT_FIELDS:
-        text = value.get(name)
-        if isinstance(text, str) and text.strip():
-            return text
-    shown = value.get("content", value)
-    return json.dumps(shown, ensure_ascii=False, sort_keys=True, separators=(", ", ": "))
 
 
 class _Plan:
@@ -248,6 +245,7 @@ class AgentMemoryStore(BaseStore):
             encoded = json.dumps(dict(op.value), ensure_ascii=False, allow_nan=False)
         except (TypeError, ValueError) as exc:
             raise InvalidStoreRequestError(f"{where}: value is not JSON ({exc})") from None
+        check_chars(where, op.value)
         size = len(encoded.encode("utf-8"))
         limit = self.manager.settings.memory.store_max_value_bytes
         if size > limit:
@@ -269,7 +267,9 @@ class AgentMemoryStore(BaseStore):
         kind = value.get("kind")
         try:
             return Fact(
-                content=" ".join(memory_text(value).split()),
+                content=check_text(
+                    memory_text(value), f"{where}: its memory", InvalidStoreRequestError
+                ),
                 importance=float(importance),
                 kind=kind if kind in FACT_KINDS else "general",
             )
@@ -403,16 +403,23 @@ class AgentMemoryStore(BaseStore):
         ranked: list[store_repo.Row] = []
         if text and need:
             scope = self.template.memory_scope(prefix)
+            facts: list[store_repo.Row] = []
             if scope is not None:
-                ranked += yield from self._ranked_facts_steps(
+                facts = yield from self._ranked_facts_steps(
                     scope, prefix, text, vector, condition, filter_params, need
                 )
             doc_params: dict[str, Any] = {"ns": list(prefix)}
             doc_condition = store_repo.filter_sql(op.filter, "m", doc_params)
+            ranked = [row for row in facts if row[5]]
             ranked += yield from store_repo.ranked_documents_steps(
                 doc_params, doc_condition, text, need
             )
             ranked.sort(key=lambda row: -(row[5] or 0.0))
+            # what matches nothing follows: first the scope's facts, as recall orders them
+            # (most important, most recent first), since a fact put through the store has no
+            # vector until consolidation embeds it and may answer the question all the same;
+            # then every other item, the latest updated first
+            ranked += [row for row in facts if not row[5]]
         page = ranked[op.offset : need]
         if len(page) < op.limit:
             rest = yield from store_repo.latest_steps(
@@ -437,7 +444,8 @@ class AgentMemoryStore(BaseStore):
         need: int,
     ) -> Steps[list[store_repo.Row]]:
         """The scope's facts that match ``text`` (and ``vector``), best first, as items that
-        pass ``condition``: at least ``need`` of them when the scope has as many."""
+        pass ``condition``: at least ``need`` of them when the scope has as many; when fewer
+        match, the scope's others follow, as recall orders them, with score 0."""
         m = self.manager.settings.memory
         limit = need
         while True:
@@ -447,7 +455,7 @@ class AgentMemoryStore(BaseStore):
             if vector is not None:
                 ranking["model"] = self.manager._queries.model
             rows = yield from recall_repo.ranked_steps(ranking, vector)
-            scores = {fact_id: score for fact_id, _, _, score in rows if score > 0}
+            scores = {fact_id: max(score, 0.0) for fact_id, _, _, score in rows}
             params: dict[str, Any] = {**filter_params, "ids": list(scores)}
             halves = self._halves(
                 namespace, True, params, "s.fact_id = ANY(%(ids)s)", "m.id = ANY(%(ids)s)"
@@ -455,7 +463,12 @@ class AgentMemoryStore(BaseStore):
             found = yield from store_repo.of_facts_steps(halves, params, condition)
             order = {fact_id: i for i, fact_id in enumerate(scores)}
             found.sort(key=lambda pair: order[pair[1]])
-            if len(found) >= need or len(scores) < limit or limit >= _MAX_RANKED:
+            matched = sum(1 for score in scores.values() if score > 0)
+            if (
+                matched < limit
+                or limit >= _MAX_RANKED
+                or sum(1 for _, fact_id in found if scores[fact_id] > 0) >= need
+            ):
                 return [(*row[:5], scores[fact_id], row[6]) for row, fact_id in found]
             limit *= _WIDEN
 

@@ -45,6 +45,10 @@ def check_key(key: Any) -> str:
     :data:`MAX_KEY_BYTES` bytes of UTF-8."""
     if not isinstance(key, str) or not key:
         raise InvalidStoreRequestError(f"item key {key!r:.80} is not a non-empty string")
+    if "\x00" in key:
+        raise InvalidStoreRequestError(
+            f"item key {shown(key)} holds a NUL character, which the store cannot keep"
+        )
     size = len(key.encode("utf-8", "surrogatepass"))
     if size > MAX_KEY_BYTES:
         raise InvalidStoreRequestError(

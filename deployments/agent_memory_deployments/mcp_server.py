@@ -23,6 +23,7 @@ from agent_memory.errors import InvalidScopeError, UnknownFactError, UnknownScop
 from agent_memory.manager import MemoryManager
 from agent_memory.models import MemoryItem, Scope
 from agent_memory.settings import Settings
+from agent_memory_deployments.mcp_arguments import StrictFastMCP
 
 INSTRUCTIONS = (
     "Long-term memory of one user. Search it before answering; add a memory when the user "
@@ -77,7 +78,8 @@ def build_server(
         finally:
             await manager.close()
 
-    server: FastMCP[MemoryManager] = FastMCP(
+    # refuses arguments a tool does not take (a user_id here when no other user is allowed)
+    server: FastMCP[MemoryManager] = StrictFastMCP(
         "agent-memory", instructions=INSTRUCTIONS, lifespan=lifespan, host=host, port=port
     )
 
@@ -88,7 +90,7 @@ def build_server(
         """The scope a tool call reaches: the server's, or that user's where it allows."""
         if user_id is None or user_id == scope.user_id:
             return scope
-        if not widened:  # unreachable through a client: the tools take no user then
+        if not widened:  # unreachable through a client: StrictFastMCP refuses the argument
             raise InvalidScopeError("this server serves one user; it takes no user_id")
         if other_users != "any" and user_id not in other_users:
             raise InvalidScopeError(
