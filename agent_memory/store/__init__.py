@@ -22,6 +22,8 @@ by full text, best first; the items that do not match follow, the latest updated
 every search without a query orders them (as LangGraph's ``PostgresStore`` does). Filters take
 ``$eq $ne $gt $gte $lt $lte``. TTLs are refused (``supports_ttl`` is False): memory fades by the
 decay policy instead. Each ``batch`` runs in one transaction: its reads, then its writes.
+With ``index=`` (LangGraph's ``IndexConfig``), searches rank by vectors instead
+(:mod:`agent_memory.store.index`).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from langgraph.store.base import (
     BaseStore,
     GetOp,
+    IndexConfig,
     Item,
     ListNamespacesOp,
     Op,
@@ -56,6 +59,8 @@ from agent_memory.fact_text import TEXT_FIELDS, check_text, memory_text
 from agent_memory.messages import clean_text
 from agent_memory.models import FACT_KINDS, Fact, Scope
 from agent_memory.search import MAX_QUERY_CHARS
+from agent_memory.store import namespaces
+from agent_memory.store.index import StoreIndex
 from agent_memory.store.limits import InvalidStoreNamespaceError, check_key
 from agent_memory.store.namespaces import DEFAULT_TEMPLATE, NamespaceTemplate, check_labels
 from agent_memory.store.values import check_chars
@@ -87,6 +92,7 @@ class _Plan:
         self.writes: dict[tuple[tuple[str, ...], str], tuple[PutOp, dict[str, Any] | None]] = {}
         self.queries: dict[int, str] = {}  # search index -> its question's text
         self.vectors: dict[int, list[float] | None] = {}
+        self.item_vectors: dict[tuple[tuple[str, ...], str], list[tuple[str, list[float]]]] = {}
 
 
 class AgentMemoryStore(BaseStore):
@@ -104,7 +110,7 @@ class AgentMemoryStore(BaseStore):
 
     supports_ttl: bool = False
 
-    __slots__ = ("_owns_manager", "manager", "template")
+    __slots__ = ("_index", "_owns_manager", "embeddings", "index_config", "manager", "template")
 
     def __init__(
         self,
@@ -114,10 +120,12 @@ class AgentMemoryStore(BaseStore):
         user_id: str | None = None,
         agent_id: str | None = None,
         workflow_id: str | None = None,
+        index: IndexConfig | None = None,
     ) -> None:
         """A store over ``manager``'s database. ``namespace``: the memory namespaces'
         template (default: the setting ``store_namespace``); ``user_id``, ``agent_id``,
-        ``workflow_id``: the scope parts the template leaves out (None: unset)."""
+        ``workflow_id``: the scope parts the template leaves out (None: unset); ``index``:
+        a vector index as LangGraph's PostgresStore takes it (:mod:`.index`)."""
         self.manager = manager
         self.template = NamespaceTemplate(
             namespace if namespace is not None else manager.settings.memory.store_namespace,
@@ -126,6 +134,9 @@ class AgentMemoryStore(BaseStore):
             workflow_id=workflow_id,
         )
         self._owns_manager = False
+        self._index = StoreIndex(index) if index else None
+        self.index_config = self._index.config if self._index else None
+        self.embeddings = self._index.embeddings if self._index else None
 
     # ---- construction ------------------------------------------------------------------
 
@@ -168,6 +179,9 @@ class AgentMemoryStore(BaseStore):
         from agent_memory.db.pool import setup_schema
 
         setup_schema(self.manager.database, self.manager.settings.memory)
+        if self._index is not None:
+            with self.manager._spool().connection() as conn:
+                run_sync(conn, self._index.setup_steps())
 
     async def asetup(self) -> None:
         """:meth:`setup` for async code."""
@@ -180,7 +194,9 @@ class AgentMemoryStore(BaseStore):
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run ``ops`` in one transaction: the reads first, then the writes."""
         plan = self._plan(ops)
-        for index, text in plan.queries.items():
+        if self._index is not None:
+            self._index.prepare_sync(self.manager, plan)
+        for index, text in plan.queries.items():  # none left when the index embedded them
             plan.vectors[index] = self.manager._queries.embed_sync(text)
         with self.manager._spool().connection() as conn:
             return run_sync(conn, self._steps(plan))
@@ -188,6 +204,8 @@ class AgentMemoryStore(BaseStore):
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """:meth:`batch` for async code."""
         plan = self._plan(ops)
+        if self._index is not None:
+            await self._index.aprepare(self.manager, plan)
         for index, text in plan.queries.items():
             plan.vectors[index] = await self.manager._queries.embed(text)
         pool = await self.manager._apool()
@@ -211,10 +229,10 @@ class AgentMemoryStore(BaseStore):
                 self._check_search(op)
                 plan.reads.append((index, op))
                 text = self._question(op.query)
-                if text and self._ranks_by_meaning(tuple(op.namespace_prefix)):
+                if text and (self._index or self._ranks_by_meaning(tuple(op.namespace_prefix))):
                     plan.queries[index] = text
             elif isinstance(op, ListNamespacesOp):
-                self._conditions(op)
+                namespaces.match_conditions(op)
                 plan.reads.append((index, op))
             else:
                 raise InvalidStoreRequestError(f"unknown store operation {op!r:.120}")
@@ -303,29 +321,6 @@ class AgentMemoryStore(BaseStore):
             and self.manager.settings.embedding.active_model is not None
         )
 
-    @staticmethod
-    def _conditions(op: ListNamespacesOp) -> list[tuple[str, tuple[str, ...]]]:
-        conditions: list[tuple[str, tuple[str, ...]]] = []
-        for condition in op.match_conditions or ():
-            if condition.match_type not in ("prefix", "suffix"):
-                raise InvalidStoreRequestError(
-                    f"namespace match type {condition.match_type!r} is neither 'prefix' nor"
-                    " 'suffix'"
-                )
-            path = (condition.path,) if isinstance(condition.path, str) else condition.path
-            conditions.append((condition.match_type, check_labels(path, "namespace pattern")))
-        for name in ("limit", "offset"):
-            value = getattr(op, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise InvalidStoreRequestError(
-                    f"list_namespaces {name} {value!r} is not a whole number >= 0"
-                )
-        if op.max_depth is not None and (
-            isinstance(op.max_depth, bool) or not isinstance(op.max_depth, int) or op.max_depth < 1
-        ):
-            raise InvalidStoreRequestError(f"max_depth {op.max_depth!r} is not a whole number >= 1")
-        return conditions
-
     # ---- running a batch ---------------------------------------------------------------
 
     def _steps(self, plan: _Plan) -> Steps[list[Result]]:
@@ -343,7 +338,7 @@ class AgentMemoryStore(BaseStore):
                     self.template.labels,
                     self.template.fields,
                     self.template.fixed,
-                    self._conditions(read),
+                    namespaces.match_conditions(read),
                     read.max_depth,
                     read.limit,
                     read.offset,
@@ -358,6 +353,8 @@ class AgentMemoryStore(BaseStore):
             else:
                 owner = self.template.owner(namespace)
                 yield from store_writes.put_document_steps(namespace, key, op.value, owner)
+            if self._index is not None and op.value is not None:
+                yield from self._index.write_steps(plan, namespace, key)
         return plan.results
 
     def _halves(
@@ -393,6 +390,8 @@ class AgentMemoryStore(BaseStore):
         return _item(rows[0]) if rows else None
 
     def _search_steps(self, op: SearchOp, vector: list[float] | None) -> Steps[list[SearchItem]]:
+        if self._index is not None and self._question(op.query):
+            return (yield from self._index.search_steps(op, vector))
         prefix = tuple(op.namespace_prefix)
         filter_params: dict[str, Any] = {}
         condition = store_repo.filter_sql(op.filter, "items", filter_params)

@@ -14,7 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agent_memory.errors import ConfigurationError
+from langgraph.store.base import ListNamespacesOp
+
+from agent_memory.errors import ConfigurationError, InvalidStoreRequestError
 from agent_memory.models import SCOPE_FIELDS, Scope
 from agent_memory.store.limits import InvalidStoreNamespaceError, check_size, shown
 
@@ -161,3 +163,26 @@ class NamespaceTemplate:
             else:
                 bound[name] = label
         return Binding(True, bound, len(prefix) == len(self.labels))
+
+
+def match_conditions(op: ListNamespacesOp) -> list[tuple[str, tuple[str, ...]]]:
+    """A ``list_namespaces``' conditions, checked: ``(match type, labels)``."""
+    conditions: list[tuple[str, tuple[str, ...]]] = []
+    for condition in op.match_conditions or ():
+        if condition.match_type not in ("prefix", "suffix"):
+            raise InvalidStoreRequestError(
+                f"namespace match type {condition.match_type!r} is neither 'prefix' nor 'suffix'"
+            )
+        path = (condition.path,) if isinstance(condition.path, str) else condition.path
+        conditions.append((condition.match_type, check_labels(path, "namespace pattern")))
+    for name in ("limit", "offset"):
+        value = getattr(op, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise InvalidStoreRequestError(
+                f"list_namespaces {name} {value!r} is not a whole number >= 0"
+            )
+    if op.max_depth is not None and (
+        isinstance(op.max_depth, bool) or not isinstance(op.max_depth, int) or op.max_depth < 1
+    ):
+        raise InvalidStoreRequestError(f"max_depth {op.max_depth!r} is not a whole number >= 1")
+    return conditions
