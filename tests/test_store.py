@@ -1,7 +1,7 @@
-"""AgentMemoryStore as LangGraph's stores are used: the operations of LangGraph's own
-PostgresStore test suite, run against both stores on the same PostgreSQL so that every
-assertion holds for each; then what only this store does (memory namespaces are facts), and
-bad input refused with nothing written."""
+"""AgentMemoryStore as LangGraph's stores are used: a digest of LangGraph's PostgresStore
+tests, run against both stores on the same PostgreSQL so that every assertion holds for each
+(LangGraph's whole files run on this store in tests/upstream); then what only this store does
+(memory namespaces are facts), and bad input refused with nothing written."""
 
 from __future__ import annotations
 
@@ -183,6 +183,7 @@ def test_search_namespace_segment_boundary(store: BaseStore) -> None:
 
     assert found(("foo",)) == {("foo",), ("foo", "child"), ("foo", "child", "deep")}
     assert found(("foobar",)) == {("foobar",), ("foobar", "baz")}
+    assert found(("foo", "child")) == {("foo", "child"), ("foo", "child", "deep")}
     assert found(("foo2",)) == {("foo2",)}
     assert found(("fo",)) == set()
     assert found(()) == {("foo",), ("foo", "child"), ("foo", "child", "deep"), ("foobar",),
@@ -207,6 +208,11 @@ def test_list_namespaces_segment_boundary(store: BaseStore) -> None:
         ("uid", "a", "b", "alice"),
     }
     assert set(store.list_namespaces(prefix=("uid", "*", "alice"))) == {("uid", "users", "alice")}
+    assert set(store.list_namespaces(prefix=["uid"], limit=100)) == {  # type: ignore[arg-type]
+        ("uid", "users", "alice"),
+        ("uid", "users", "malice"),
+        ("uid", "a", "b", "alice"),
+    }
 
 
 def test_search_filters_and_pages(store: BaseStore) -> None:

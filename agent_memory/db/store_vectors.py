@@ -80,8 +80,9 @@ def search_steps(
     limit: int,
     offset: int,
 ) -> Steps[list[Row]]:
-    """The visible items under ``prefix`` that pass ``condition`` (a filter on alias ``s``)
-    and have vectors of ``query``'s length, each scored by its nearest field, best first."""
+    """The visible items under ``prefix`` that pass ``condition`` (a filter on alias ``s``),
+    each scored by its nearest field of ``query``'s length, best first; items with no such
+    vector (put with ``index=False``) after them, scored None, as langgraph's stores do."""
     dims = len(query)
     op, score = _OPERATORS[distance]
     as_type = cast(vector_type, dims).as_string(None)
@@ -93,10 +94,11 @@ def search_steps(
         f"""SELECT s.namespace, s.key, s.value, s.created_at, s.updated_at,
        {score.format(d=nearest)} AS score, 's' || s.id
 FROM agent_memory.store_items s
-JOIN agent_memory.store_vectors v ON v.item_id = s.id
-WHERE {under} AND s.visible AND cardinality(v.embedding) = %(dims)s AND {condition}
+LEFT JOIN agent_memory.store_vectors v
+       ON v.item_id = s.id AND cardinality(v.embedding) = %(dims)s
+WHERE {under} AND s.visible AND {condition}
 GROUP BY s.namespace, s.key
-ORDER BY score DESC, s.namespace, s.key
+ORDER BY score DESC NULLS LAST, s.namespace, s.key
 LIMIT %(limit)s OFFSET %(offset)s""",
         {
             **params,
@@ -107,7 +109,10 @@ LIMIT %(limit)s OFFSET %(offset)s""",
             "offset": offset,
         },
     )
-    return [(tuple(r[0]), str(r[1]), r[2], r[3], r[4], float(r[5]), str(r[6])) for r in rows]
+    return [
+        (tuple(r[0]), str(r[1]), r[2], r[3], r[4], None if r[5] is None else float(r[5]), str(r[6]))
+        for r in rows
+    ]
 
 
 def pgvector_steps() -> Steps[tuple[tuple[int, ...], bool] | None]:

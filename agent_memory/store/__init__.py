@@ -61,7 +61,9 @@ from agent_memory.models import FACT_KINDS, Fact, Scope
 from agent_memory.search import MAX_QUERY_CHARS
 from agent_memory.store import namespaces
 from agent_memory.store.index import StoreIndex
+from agent_memory.store.items import item, search_item
 from agent_memory.store.limits import InvalidStoreNamespaceError, check_key
+from agent_memory.store.loop import StoreLoop
 from agent_memory.store.namespaces import DEFAULT_TEMPLATE, NamespaceTemplate, check_labels
 from agent_memory.store.values import check_chars
 
@@ -110,7 +112,15 @@ class AgentMemoryStore(BaseStore):
 
     supports_ttl: bool = False
 
-    __slots__ = ("_index", "_owns_manager", "embeddings", "index_config", "manager", "template")
+    __slots__ = (
+        "_index",
+        "_loop",
+        "_owns_manager",
+        "embeddings",
+        "index_config",
+        "manager",
+        "template",
+    )
 
     def __init__(
         self,
@@ -137,6 +147,7 @@ class AgentMemoryStore(BaseStore):
         self._index = StoreIndex(index) if index else None
         self.index_config = self._index.config if self._index else None
         self.embeddings = self._index.embeddings if self._index else None
+        self._loop = StoreLoop(self._abatch_now, self._plan)  # agent_memory.store.loop
 
     # ---- construction ------------------------------------------------------------------
 
@@ -192,7 +203,11 @@ class AgentMemoryStore(BaseStore):
     # ---- BaseStore ---------------------------------------------------------------------
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        """Run ``ops`` in one transaction: the reads first, then the writes."""
+        """Run ``ops`` in one transaction: the reads first, then the writes (on the store's
+        event loop's thread: ``asyncio.InvalidStateError``, see :mod:`.loop`)."""
+        ops = list(ops)
+        if (sent := self._loop.sync(type(self).__name__, ops)) is not None:
+            return sent
         plan = self._plan(ops)
         if self._index is not None:
             self._index.prepare_sync(self.manager, plan)
@@ -202,7 +217,10 @@ class AgentMemoryStore(BaseStore):
             return run_sync(conn, self._steps(plan))
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        """:meth:`batch` for async code."""
+        """:meth:`batch` for async code; one operation joins its loop's accumulated batch."""
+        return await self._loop.submit(list(ops))
+
+    async def _abatch_now(self, ops: list[Op]) -> list[Result]:
         plan = self._plan(ops)
         if self._index is not None:
             await self._index.aprepare(self.manager, plan)
@@ -387,7 +405,7 @@ class AgentMemoryStore(BaseStore):
             tuple(op.namespace), True, params, "s.key = %(key)s", "m.id = %(named)s"
         )
         rows = yield from store_repo.get_steps(halves, params)
-        return _item(rows[0]) if rows else None
+        return item(rows[0]) if rows else None
 
     def _search_steps(self, op: SearchOp, vector: list[float] | None) -> Steps[list[SearchItem]]:
         if self._index is not None and self._question(op.query):
@@ -430,7 +448,7 @@ class AgentMemoryStore(BaseStore):
                 [row[6] for row in ranked],
             )
             page += [(*row[:5], 0.0 if text else None, row[6]) for row in rest]
-        return [_search_item(row) for row in page]
+        return [search_item(row) for row in page]
 
     def _ranked_facts_steps(
         self,
@@ -470,18 +488,3 @@ class AgentMemoryStore(BaseStore):
             ):
                 return [(*row[:5], scores[fact_id], row[6]) for row, fact_id in found]
             limit *= _WIDEN
-
-
-def _item(row: store_repo.Row) -> Item:
-    return Item(namespace=row[0], key=row[1], value=row[2], created_at=row[3], updated_at=row[4])
-
-
-def _search_item(row: store_repo.Row) -> SearchItem:
-    return SearchItem(
-        namespace=row[0],
-        key=row[1],
-        value=row[2],
-        created_at=row[3],
-        updated_at=row[4],
-        score=row[5],
-    )
