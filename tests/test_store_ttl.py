@@ -528,3 +528,27 @@ def test_the_migration_reruns_and_lets_tenants_set_expiry(db_url: str) -> None:
             "SELECT has_table_privilege('agent_memory_tenant', 'agent_memory.store_items',"
             " 'UPDATE')",
         ) == [(False,)]
+
+
+async def test_the_guides_example_runs(
+    database_url: str, db: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ast
+    import re
+    from pathlib import Path
+
+    from agent_memory.settings import use_settings
+
+    guide = (Path(__file__).parents[1] / "docs" / "guide.md").read_text()
+    match = re.search(r"<!-- run by tests/test_store_ttl.py -->\n```python\n(.*?)```", guide, re.S)
+    assert match, "the guide's TTL example"
+    monkeypatch.setenv("DATABASE_URL", database_url)
+    use_settings(None)  # the block reads the environment, as a user's program would
+    code = compile(match.group(1), "guide.md", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    result = eval(code, {})  # the docs' own code
+    if result is not None:
+        await result
+    rows = db.execute(
+        "SELECT key, ttl_minutes FROM agent_memory.store_items ORDER BY key"
+    ).fetchall()
+    assert rows == [("mood", 60.0), ("reply", 10.0), ("signature", None)]
