@@ -552,3 +552,48 @@ async def test_the_guides_example_runs(
         "SELECT key, ttl_minutes FROM agent_memory.store_items ORDER BY key"
     ).fetchall()
     assert rows == [("mood", 60.0), ("reply", 10.0), ("signature", None)]
+
+
+@pytest.fixture
+def owner_settings(secure_pg_server: dict[str, Any]) -> Iterator[Settings]:
+    """Settings for a fresh database on the server that has tenants (asks for passwords)."""
+    from agent_memory.settings import DatabaseSettings, LLMSettings, MemorySettings, use_settings
+    from tests.tenant_server import secure_database_url
+
+    for url in secure_database_url(secure_pg_server):
+        database = DatabaseSettings(url=url, pool_min_size=1, pool_max_size=4)
+        use_settings(
+            s := Settings(db=database, llm=LLMSettings(model=None), memory=MemorySettings())
+        )
+        yield s
+        use_settings(None)
+
+
+async def test_a_tenant_puts_refreshes_and_sweeps_its_own_items_only(
+    owner_settings: Settings,
+) -> None:
+    owner = await MemoryManager.create(settings=owner_settings, migrate=False)
+    bob = alice = None
+    try:
+        alice = await MemoryManager.create(
+            await owner.create_tenant(ALICE), settings=owner_settings
+        )
+        bob = await MemoryManager.create(
+            await owner.create_tenant(Scope(user_id="bob")), settings=owner_settings
+        )
+        mine, theirs = alice.store(ttl={}), bob.store(ttl={})
+        await mine.aput(NS, "mood", {"content": "Alice is tired today"}, ttl=30)
+        await mine.aput((*NS, "notes"), "n", {"text": "call Sam"}, ttl=30)
+        await theirs.aput(("memories", "bob"), "mood", {"content": "Bob is happy"}, ttl=30)
+        owner_url = owner_settings.db.url.get_secret_value()  # every item has expired
+        _sql(owner_url, "UPDATE agent_memory.store_items SET expires_at = now() - interval '1 s'")
+        assert await theirs.aget(("memories", "bob"), "mood", refresh_ttl=True) is None
+        assert await theirs.asweep_ttl() == 1  # bob's only: alice's rows are not his to see
+        assert await mine.asearch(NS) == []
+        assert await mine.asweep_ttl() == 2
+        assert [f.content for f in await owner.facts(ALICE)] == []
+        assert [f.content for f in await owner.facts(Scope(user_id="bob"))] == []
+    finally:
+        for manager in (alice, bob, owner):
+            if manager is not None:
+                await manager.close()
