@@ -32,6 +32,7 @@ from agent_memory.settings import Settings
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    from langgraph.store.base import TTLConfig
 
     from agent_memory.store import AgentMemoryStore
 
@@ -131,11 +132,13 @@ class Management:
         user_id: str | None = None,
         agent_id: str | None = None,
         workflow_id: str | None = None,
+        ttl: TTLConfig | None = None,
     ) -> AgentMemoryStore:
         """This memory as a LangGraph Store (``graph.compile(store=manager.store())``):
         ``namespace`` the memory namespaces' template (default: the setting
-        ``store_namespace``, ``("memories", "{user_id}")``), the other arguments the scope
-        parts it leaves out. See :mod:`agent_memory.store`."""
+        ``store_namespace``, ``("memories", "{user_id}")``), ``ttl`` its items' TTLs (as
+        ``PostgresStore``'s), the other arguments the scope parts the template leaves out.
+        See :mod:`agent_memory.store`."""
         from agent_memory.store import AgentMemoryStore
 
         return AgentMemoryStore(
@@ -144,6 +147,7 @@ class Management:
             user_id=user_id,
             agent_id=agent_id,
             workflow_id=workflow_id,
+            ttl=ttl,
         )
 
     async def create_tenant(self, scope: Scope) -> str:

@@ -208,7 +208,7 @@ def test_memory_text_of_values() -> None:
         (PutOp(("docs",), "k", {"v": "x" * 300_000}), InvalidStoreRequestError, "over the limit"),
         (PutOp(NS, "k", {"content": "x", "importance": 3}), InvalidStoreRequestError, "3"),
         (PutOp(NS, "k", {"content": "x" * 5000}), InvalidStoreRequestError, "'k'"),
-        (PutOp(("docs",), "k", {"v": 1}, ttl=5.0), NotImplementedError, "TTL 5.0"),
+        (PutOp(("docs",), "k", {"v": 1}, ttl=-5.0), InvalidStoreRequestError, "TTL -5.0"),
         (SearchOp(("docs",), filter={"v": {"$in": [1]}}), InvalidStoreRequestError, "'\\$in'"),
         (
             SearchOp(("docs",), filter={"v": {"$gt": 1, "$regex": "a"}}),
@@ -230,14 +230,6 @@ def test_bad_input_is_refused_naming_it_and_writes_nothing(
         store.batch([PutOp(NS, "good", {"content": "Alice is here"}), op])
     assert counts(db) == before
     assert store.get(NS, "good") is None
-
-
-def test_ttl_is_refused_through_put_too(store: AgentMemoryStore) -> None:
-    assert store.supports_ttl is False
-    with pytest.raises(NotImplementedError, match="TTL"):
-        store.put(("docs",), "k", {"v": 1}, ttl=10)
-    store.put(("docs",), "k", {"v": 1}, ttl=None)
-    assert store.get(("docs",), "k") is not None
 
 
 async def test_manager_search_ranks_a_scopes_facts(manager: MemoryManager) -> None:

@@ -2,8 +2,9 @@
 facts its memory namespaces show.
 
 What one read sees is :func:`items_cte`: the store's rows under a namespace (a memory item
-while its fact is current, a document always), and the current facts of the memory namespaces
-there that no row shows yet (facts consolidation wrote), each under a key made from its id
+while its fact is current, a document always; neither once its TTL has run out,
+:mod:`agent_memory.db.store_ttl`), and the current facts of the memory namespaces there that no
+row shows yet (facts consolidation wrote), each under a key made from its id
 (:func:`fact_key`). Writes are in :mod:`agent_memory.db.store_writes`.
 """
 
@@ -19,6 +20,7 @@ import psycopg
 from agent_memory.db.dual import Run, Steps
 from agent_memory.db.fragments import SCOPE_MATCH, importance_on
 from agent_memory.db.fulltext import text_hits
+from agent_memory.db.store_ttl import live
 from agent_memory.errors import InvalidStoreRequestError
 from agent_memory.models import SCOPE_FIELDS, Scope
 
@@ -181,7 +183,7 @@ def items_cte(
         f"""SELECT 's' || s.id AS ident, s.namespace, s.key, s.value, s.created_at,
            s.updated_at, s.fact_id
     FROM agent_memory.store_items s
-    WHERE {under} AND s.visible AND {rows_where}"""
+    WHERE {under} AND s.visible AND {live("s")} AND {rows_where}"""
         for under in _under("s.namespace", namespace, exact)
     ]
     if bound is None:
@@ -260,7 +262,7 @@ SELECT {_COLUMNS}, NULL, ident, fact_id FROM items WHERE {condition}""",
     return [(row, int(r[7])) for row, r in zip(_rows(rows, False), rows, strict=True)]
 
 
-_DOCUMENT = "m.fact_id IS NULL AND m.visible AND {under}"
+_DOCUMENT = f"m.fact_id IS NULL AND m.visible AND {live('m')} AND {{under}}"
 
 
 def ranked_documents_steps(
@@ -315,7 +317,7 @@ def namespaces_steps(
     facts_scope = _fact_scope(fields, fixed, {}, params)
     rows = yield Run(
         f"""WITH held AS (
-    SELECT s.namespace FROM agent_memory.store_items s WHERE s.visible
+    SELECT s.namespace FROM agent_memory.store_items s WHERE s.visible AND {live("s")}
     UNION
     SELECT DISTINCT {_render(fields, params)} FROM agent_memory.memory_items m
     WHERE m.superseded_at IS NULL AND NOT m.shown AND {facts_scope}

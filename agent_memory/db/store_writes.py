@@ -22,16 +22,19 @@ from agent_memory.db.dual import Run, Steps
 from agent_memory.db.facts import SUPERSEDE, UPSERT, content_hash
 from agent_memory.db.fragments import SCOPE_MATCH
 from agent_memory.db.store import fact_of_key
+from agent_memory.db.store_ttl import EXPIRES
 from agent_memory.models import SCOPE_FIELDS, Scope
 
-_PUT_ROW = """
+# a put's TTL (``ttl``, minutes) starts now; a put without one ends the TTL the item had
+_PUT_ROW = f"""
 INSERT INTO agent_memory.store_items AS s
-    (namespace, key, value, fact_id, user_id, agent_id, workflow_id)
-VALUES (%(ns)s, %(key)s, %(value)s, %(fact_id)s, %(user_id)s, %(agent_id)s, %(workflow_id)s)
+    (namespace, key, value, fact_id, user_id, agent_id, workflow_id, expires_at, ttl_minutes)
+VALUES (%(ns)s, %(key)s, %(value)s, %(fact_id)s, %(user_id)s, %(agent_id)s, %(workflow_id)s,
+        {EXPIRES}, %(ttl)s)
 ON CONFLICT (namespace, key) DO UPDATE SET
     value = EXCLUDED.value, fact_id = EXCLUDED.fact_id, user_id = EXCLUDED.user_id,
     agent_id = EXCLUDED.agent_id, workflow_id = EXCLUDED.workflow_id, visible = true,
-    updated_at = now()
+    updated_at = now(), expires_at = EXCLUDED.expires_at, ttl_minutes = EXCLUDED.ttl_minutes
 """
 
 # The key's row, locked until the transaction ends; when the key has none, a row that no other
@@ -88,23 +91,30 @@ def _locked_shown_steps(
 
 
 def put_document_steps(
-    ns: tuple[str, ...], key: str, value: Mapping[str, Any], owner: Scope | None
+    ns: tuple[str, ...],
+    key: str,
+    value: Mapping[str, Any],
+    owner: Scope | None,
+    ttl: float | None = None,
 ) -> Steps[None]:
-    """Write a document (a scope's, when ``owner``): one statement, which locks its row."""
+    """Write a document (a scope's, when ``owner``; expiring ``ttl`` minutes from now, when
+    given): one statement, which locks its row."""
     parts = owner.as_dict() if owner else dict.fromkeys(SCOPE_FIELDS)
-    yield Run(
-        _PUT_ROW,
-        {"ns": list(ns), "key": key, "value": Jsonb(dict(value)), "fact_id": None, **parts},
-        "none",
-    )
+    value_params = {"value": Jsonb(dict(value)), "fact_id": None, "ttl": ttl}
+    yield Run(_PUT_ROW, {"ns": list(ns), "key": key, **value_params, **parts}, "none")
 
 
 def put_memory_steps(
-    ns: tuple[str, ...], key: str, value: Mapping[str, Any], scope: Scope, fact: dict[str, Any]
+    ns: tuple[str, ...],
+    key: str,
+    value: Mapping[str, Any],
+    scope: Scope,
+    fact: dict[str, Any],
+    ttl: float | None = None,
 ) -> Steps[int]:
-    """Write a memory item and its fact (``fact``: the parameters of the facts' upsert); a
-    new wording replaces the fact the item showed, which is kept, superseded, unless another
-    item still shows it. The fact's id."""
+    """Write a memory item and its fact (``fact``: the parameters of the facts' upsert),
+    expiring ``ttl`` minutes from now when given; a new wording replaces the fact the item
+    showed, which is kept, superseded, unless another item still shows it. The fact's id."""
     shown, _ = yield from _locked_shown_steps(ns, key, scope, put=True)
     if shown is not None and content_hash(shown[1]) == fact["content_hash"]:
         fact_id = shown[0]  # the same fact, said the same way: its value alone changes
@@ -118,6 +128,7 @@ def put_memory_steps(
             "key": key,
             "value": Jsonb(dict(value)),
             "fact_id": fact_id,
+            "ttl": ttl,
             **scope.as_dict(),
         },
         "none",

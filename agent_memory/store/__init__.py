@@ -20,10 +20,9 @@ Agents get it as any store: ``graph.compile(store=store)``, ``create_agent(..., 
 (the hybrid of full text and meaning inject uses, :mod:`agent_memory.db.recall`) and documents
 by full text, best first; the items that do not match follow, the latest updated first, as
 every search without a query orders them (as LangGraph's ``PostgresStore`` does). Filters take
-``$eq $ne $gt $gte $lt $lte``. TTLs are refused (``supports_ttl`` is False): memory fades by the
-decay policy instead. Each ``batch`` runs in one transaction: its reads, then its writes.
-With ``index=`` (LangGraph's ``IndexConfig``), searches rank by vectors instead
-(:mod:`agent_memory.store.index`).
+``$eq $ne $gt $gte $lt $lte``. TTLs work as ``PostgresStore``'s (:mod:`agent_memory.store.ttl`).
+Each ``batch`` runs in one transaction: its reads, then its writes. With ``index=``
+(LangGraph's ``IndexConfig``), searches rank by vectors instead (:mod:`agent_memory.store.index`).
 """
 
 from __future__ import annotations
@@ -35,7 +34,6 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from langgraph.store.base import (
-    BaseStore,
     GetOp,
     IndexConfig,
     Item,
@@ -45,6 +43,7 @@ from langgraph.store.base import (
     Result,
     SearchItem,
     SearchOp,
+    TTLConfig,
 )
 from pydantic import ValidationError
 
@@ -65,6 +64,7 @@ from agent_memory.store.items import item, search_item
 from agent_memory.store.limits import InvalidStoreNamespaceError, check_key
 from agent_memory.store.loop import StoreLoop
 from agent_memory.store.namespaces import DEFAULT_TEMPLATE, NamespaceTemplate, check_labels
+from agent_memory.store.ttl import TTLStore, check_ttl, refresh_steps
 from agent_memory.store.values import check_chars
 
 if TYPE_CHECKING:
@@ -97,7 +97,7 @@ class _Plan:
         self.item_vectors: dict[tuple[tuple[str, ...], str], list[tuple[str, list[float]]]] = {}
 
 
-class AgentMemoryStore(BaseStore):
+class AgentMemoryStore(TTLStore):
     """A LangGraph ``BaseStore`` (sync and async) over agent-memory's database (see the
     module).
 
@@ -109,8 +109,6 @@ class AgentMemoryStore(BaseStore):
         store.put(("memories", "alice"), "tea", {"content": "Alice drinks green tea"})
         store.search(("memories", "alice"), query="what does alice drink?")
     """
-
-    supports_ttl: bool = False
 
     __slots__ = (
         "_index",
@@ -131,12 +129,15 @@ class AgentMemoryStore(BaseStore):
         agent_id: str | None = None,
         workflow_id: str | None = None,
         index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
     ) -> None:
         """A store over ``manager``'s database. ``namespace``: the memory namespaces'
         template (default: the setting ``store_namespace``); ``user_id``, ``agent_id``,
         ``workflow_id``: the scope parts the template leaves out (None: unset); ``index``:
-        a vector index as LangGraph's PostgresStore takes it (:mod:`.index`)."""
+        a vector index as LangGraph's PostgresStore takes it (:mod:`.index`); ``ttl``: as
+        ``PostgresStore``'s (:mod:`agent_memory.store.ttl`)."""
         self.manager = manager
+        self._init_ttl(ttl)
         self.template = NamespaceTemplate(
             namespace if namespace is not None else manager.settings.memory.store_namespace,
             user_id=user_id,
@@ -266,11 +267,7 @@ class AgentMemoryStore(BaseStore):
     def _checked_put(self, op: PutOp) -> dict[str, Any] | None:
         """Refuse a put that cannot be kept (naming it); a memory item's fact parameters."""
         where = f"item {op.key!r:.80} of {tuple(op.namespace)!r:.200}"
-        if getattr(op, "ttl", None) is not None:
-            raise NotImplementedError(
-                f"{where}: TTL {op.ttl!r} is not supported by AgentMemoryStore (memory fades"
-                " by the decay policy); put it with ttl=None"
-            )
+        check_ttl(op.ttl, where)
         if op.value is None:
             return None
         if not isinstance(op.value, Mapping):
@@ -362,17 +359,17 @@ class AgentMemoryStore(BaseStore):
                     read.offset,
                 )
         # in key order: two batches that write the same keys lock them in one order
-        for (namespace, key), (op, fact) in sorted(plan.writes.items(), key=lambda w: w[0]):
-            scope = self.template.memory_scope(namespace)
+        for (ns, key), (op, fact) in sorted(plan.writes.items(), key=lambda w: w[0]):
+            scope = self.template.memory_scope(ns)
             if op.value is None:
-                yield from store_writes.delete_steps(namespace, key, scope)
+                yield from store_writes.delete_steps(ns, key, scope)
             elif scope is not None and fact is not None:
-                yield from store_writes.put_memory_steps(namespace, key, op.value, scope, fact)
+                yield from store_writes.put_memory_steps(ns, key, op.value, scope, fact, op.ttl)
             else:
-                owner = self.template.owner(namespace)
-                yield from store_writes.put_document_steps(namespace, key, op.value, owner)
+                owner = self.template.owner(ns)
+                yield from store_writes.put_document_steps(ns, key, op.value, owner, op.ttl)
             if self._index is not None and op.value is not None:
-                yield from self._index.write_steps(plan, namespace, key)
+                yield from self._index.write_steps(plan, ns, key)
         return plan.results
 
     def _halves(
@@ -405,6 +402,7 @@ class AgentMemoryStore(BaseStore):
             tuple(op.namespace), True, params, "s.key = %(key)s", "m.id = %(named)s"
         )
         rows = yield from store_repo.get_steps(halves, params)
+        yield from refresh_steps(op.refresh_ttl, rows)
         return item(rows[0]) if rows else None
 
     def _search_steps(self, op: SearchOp, vector: list[float] | None) -> Steps[list[SearchItem]]:
@@ -448,6 +446,7 @@ class AgentMemoryStore(BaseStore):
                 [row[6] for row in ranked],
             )
             page += [(*row[:5], 0.0 if text else None, row[6]) for row in rest]
+        yield from refresh_steps(op.refresh_ttl, page)
         return [search_item(row) for row in page]
 
     def _ranked_facts_steps(
