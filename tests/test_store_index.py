@@ -621,3 +621,17 @@ def test_without_an_index_memory_namespaces_keep_the_project_ranking(
         with store.manager._spool().connection() as conn:
             count = conn.execute("SELECT count(*) FROM agent_memory.store_vectors").fetchone()
         assert count == (0,)
+
+
+def test_an_expired_item_is_gone_from_a_vector_search_before_any_sweep(
+    settings: Settings, fake_embeddings: CharacterEmbeddings
+) -> None:
+    with _create_vector_store(settings, "vector", "cosine", fake_embeddings, ["text"]) as store:
+        store.put(("docs",), "old", {"text": "green tea"}, ttl=5)
+        store.put(("docs",), "new", {"text": "green tea"})
+        with psycopg.connect(_url(settings), autocommit=True) as conn:
+            conn.execute(
+                "UPDATE agent_memory.store_items SET expires_at = now() - interval '1 minute'"
+                " WHERE key = 'old'"
+            )
+        assert [r.key for r in store.search(("docs",), query="green tea")] == ["new"]

@@ -17,6 +17,7 @@ from psycopg import sql
 
 from agent_memory.db.dual import Run, Steps
 from agent_memory.db.store import Row, namespace_params
+from agent_memory.db.store_ttl import live
 
 Distance = Literal["cosine", "inner_product", "l2"]
 VectorType = Literal["vector", "halfvec"]
@@ -96,7 +97,7 @@ def search_steps(
 FROM agent_memory.store_items s
 LEFT JOIN agent_memory.store_vectors v
        ON v.item_id = s.id AND cardinality(v.embedding) = %(dims)s
-WHERE {under} AND s.visible AND {condition}
+WHERE {under} AND s.visible AND {live("s")} AND {condition}
 GROUP BY s.namespace, s.key
 ORDER BY score DESC NULLS LAST, s.namespace, s.key
 LIMIT %(limit)s OFFSET %(offset)s""",
