@@ -597,3 +597,28 @@ async def test_a_tenant_puts_refreshes_and_sweeps_its_own_items_only(
         for manager in (alice, bob, owner):
             if manager is not None:
                 await manager.close()
+
+
+def test_a_read_of_items_without_a_ttl_runs_no_refresh(
+    store: AgentMemoryStore, db_url: str
+) -> None:
+    store.put(("plain",), "a", {"data": 1}, ttl=None)  # never expires (no default TTL)
+    store.put(("plain",), "b", {"data": 2}, ttl=5)
+    # every UPDATE statement on the items counted, whether it changes a row or not
+    _sql(db_url, "CREATE TABLE public.updates (n int)")
+    _sql(
+        db_url,
+        "CREATE FUNCTION public.count_update() RETURNS trigger LANGUAGE plpgsql AS"
+        " $$ BEGIN INSERT INTO public.updates VALUES (1); RETURN NULL; END $$",
+    )
+    _sql(
+        db_url,
+        "CREATE TRIGGER count_update AFTER UPDATE ON agent_memory.store_items"
+        " FOR EACH STATEMENT EXECUTE FUNCTION public.count_update()",
+    )
+    count = "SELECT count(*) FROM public.updates"
+    assert store.get(("plain",), "a") is not None
+    assert [len(store.search(("plain",), filter={"data": 1}))] == [1]
+    assert _sql(db_url, count) == [(0,)]  # no TTL: nothing to refresh, no statement
+    assert store.get(("plain",), "b") is not None
+    assert _sql(db_url, count) == [(1,)]  # its TTL refreshed

@@ -20,7 +20,7 @@ import psycopg
 from agent_memory.db.dual import Run, Steps
 from agent_memory.db.fragments import SCOPE_MATCH, importance_on
 from agent_memory.db.fulltext import text_hits
-from agent_memory.db.store_ttl import live
+from agent_memory.db.store_ttl import ident, live
 from agent_memory.errors import InvalidStoreRequestError
 from agent_memory.models import SCOPE_FIELDS, Scope
 
@@ -180,7 +180,7 @@ def items_cte(
         params[f"t{i}"] = literal
     params.update(namespace_params(namespace))
     halves = [
-        f"""SELECT 's' || s.id AS ident, s.namespace, s.key, s.value, s.created_at,
+        f"""SELECT {ident("s")} AS ident, s.namespace, s.key, s.value, s.created_at,
            s.updated_at, s.fact_id
     FROM agent_memory.store_items s
     WHERE {under} AND s.visible AND {live("s")} AND {rows_where}"""
@@ -278,7 +278,7 @@ def ranked_documents_steps(
     hits = text_hits("agent_memory.store_items", f"{document} AND {condition}", "updated_at")
     rows = yield Run(
         f"""WITH {hits}
-SELECT m.{_COLUMNS.replace(", ", ", m.")}, h.n, 's' || m.id
+SELECT m.{_COLUMNS.replace(", ", ", m.")}, h.n, {ident("m")}
 FROM text_hits h JOIN agent_memory.store_items m ON m.id = h.id
 WHERE h.n > 0
 ORDER BY h.r""",

@@ -23,6 +23,12 @@ def live(alias: str) -> str:
     return f"({alias}.expires_at IS NULL OR {alias}.expires_at > now())"
 
 
+def ident(alias: str) -> str:
+    """How a read names row ``alias`` of ``agent_memory.store_items``: ``t`` and its id when
+    it has a TTL (a read refreshes those), else ``s`` and its id (a fact no row shows: ``f``)."""
+    return f"(CASE WHEN {alias}.ttl_minutes IS NULL THEN 's' ELSE 't' END || {alias}.id)"
+
+
 # a put's TTL: its minutes, and the moment it runs out (NULL, NULL: none)
 EXPIRES = "now() + %(ttl)s * interval '1 minute'"
 

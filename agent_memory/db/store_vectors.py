@@ -17,7 +17,7 @@ from psycopg import sql
 
 from agent_memory.db.dual import Run, Steps
 from agent_memory.db.store import Row, namespace_params
-from agent_memory.db.store_ttl import live
+from agent_memory.db.store_ttl import ident, live
 
 Distance = Literal["cosine", "inner_product", "l2"]
 VectorType = Literal["vector", "halfvec"]
@@ -93,7 +93,7 @@ def search_steps(
     )
     rows = yield Run(
         f"""SELECT s.namespace, s.key, s.value, s.created_at, s.updated_at,
-       {score.format(d=nearest)} AS score, 's' || s.id
+       {score.format(d=nearest)} AS score, {ident("s")}
 FROM agent_memory.store_items s
 LEFT JOIN agent_memory.store_vectors v
        ON v.item_id = s.id AND cardinality(v.embedding) = %(dims)s

@@ -92,10 +92,11 @@ def check_ttl_config(ttl: Any) -> TTLConfig | None:
 
 def refresh_steps(refresh: bool, rows: Sequence[tuple[Any, ...]]) -> Steps[None]:
     """A read's refresh (``refresh``: its ``refresh_ttl``) of the store rows among ``rows``
-    (items of :mod:`agent_memory.db.store`, whose last field is ``'s'`` + the row's id; a
-    fact no row shows has no TTL)."""
+    (items of :mod:`agent_memory.db.store`, whose last field names the row,
+    :func:`agent_memory.db.store_ttl.ident`: only those with a TTL, ``t`` and the id, are
+    refreshed, so a read of rows without one runs no statement for it)."""
     if refresh:
-        ids = [int(row[-1][1:]) for row in rows if str(row[-1]).startswith("s")]
+        ids = [int(row[-1][1:]) for row in rows if str(row[-1]).startswith("t")]
         yield from store_ttl.refresh_steps(ids)
 
 
