@@ -33,8 +33,8 @@ from agent_memory import decay as decay_math
 from agent_memory.consolidation import RunSummary
 from agent_memory.db import episodes as episode_repo
 from agent_memory.db import facts as fact_repo
+from agent_memory.db.ann_indexes import AnnIndex
 from agent_memory.db.connection import Database, resolve
-from agent_memory.db.embeddings import AnnIndex
 from agent_memory.db.pool import setup_schema
 from agent_memory.errors import InvalidMessageError
 from agent_memory.graph.state import latest_messages, latest_user_text, scope_from

@@ -18,11 +18,10 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from agent_memory import decay as decay_math
-from agent_memory.db import embeddings as embedding_repo
-from agent_memory.db import fusion
+from agent_memory.db import ann_indexes, fusion
 from agent_memory.db import snippets as snippet_repo
+from agent_memory.db.ann_indexes import AnnIndex
 from agent_memory.db.dual import Steps, run_async, run_sync
-from agent_memory.db.embeddings import AnnIndex
 from agent_memory.errors import InvalidMessageError
 from agent_memory.messages import clean_text
 from agent_memory.models import (
@@ -103,7 +102,7 @@ class Searcher:
         if known is not None:
             return known[0]
         try:
-            ann = yield from embedding_repo.ann_index_steps(kind, scope, key[2])
+            ann = yield from ann_indexes.ann_index_steps(kind, scope, key[2])
         except psycopg.Error:  # the table is not there (an old schema): compare every vector
             ann = None
         return self._ann_learned(key, ann)

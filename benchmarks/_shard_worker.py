@@ -15,7 +15,7 @@ import json
 import sys
 import time
 
-from benchmarks.consolidation import run_flow, settings_for
+from benchmarks._consolidation_runs import run_flow, settings_for
 
 
 def main(argv: list[str]) -> int:

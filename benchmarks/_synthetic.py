@@ -15,7 +15,7 @@ from typing import Any
 
 import psycopg
 
-from agent_memory.db import embeddings as embedding_repo
+from agent_memory.db import ann_indexes
 from agent_memory.models import Scope
 
 # Distinct English-ish words, each its own lexeme under the 'english' configuration and none a
@@ -154,7 +154,7 @@ def build_ann_indexes(dsn: str, kind: str, scopes: list[Scope], model: str) -> f
     async def build() -> None:
         async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
             for scope in scopes:
-                await embedding_repo.ensure_ann_index(conn, kind, scope, model, min_rows)
+                await ann_indexes.ensure_ann_index(conn, kind, scope, model, min_rows)
 
     started = time.perf_counter()
     asyncio.run(build())

@@ -43,10 +43,10 @@ from typing import Any
 
 import psycopg
 
+from agent_memory.db import ann_indexes, fulltext, fusion, recall
 from agent_memory.db import embeddings as embedding_repo
 from agent_memory.db import episodes as episode_repo
 from agent_memory.db import facts as fact_repo
-from agent_memory.db import fulltext, fusion, recall
 from agent_memory.db.fragments import SCOPE_MATCH
 from agent_memory.decay import today
 from agent_memory.models import Scope
@@ -179,7 +179,7 @@ def run(
 
         # which scopes have an HNSW index of their own (inject looks it up once a minute)
         ann = {
-            scope: embedding_repo.ann_index_sync(conn, "facts", scope, EMBED_MODEL)
+            scope: ann_indexes.ann_index_sync(conn, "facts", scope, EMBED_MODEL)
             for scope in {scope for scope, _ in asks}
         }
         hyb_it = iter([(scope, text, vectors[i % 50]) for i, (scope, text) in enumerate(asks)] * 2)

@@ -25,9 +25,9 @@ import time
 from typing import Any
 
 from agent_memory import MemoryManager
+from agent_memory.db import ann_indexes, term_counts
 from agent_memory.db import embeddings as embedding_repo
 from agent_memory.db import snippets as snippet_repo
-from agent_memory.db import term_counts
 from agent_memory.decay import today
 from agent_memory.local_embedding import load
 from agent_memory.models import Scope
@@ -76,7 +76,7 @@ def run(messages: int, iterations: int) -> dict[str, Any]:
         load_s = time.perf_counter() - started
         # the scope's own HNSW index, as the flows build it for a large scope
         ann_s = build_ann_indexes(dsn, "snippets", [SCOPE], MODEL)
-        ann = embedding_repo.ann_index_sync(conn, "snippets", SCOPE, MODEL)
+        ann = ann_indexes.ann_index_sync(conn, "snippets", SCOPE, MODEL)
         indexed = conn.execute("SELECT count(*) FROM agent_memory.snippets").fetchone()
         rng = random.Random(5)
         asks = [question(rng) for _ in range(iterations)]

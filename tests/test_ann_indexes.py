@@ -12,13 +12,14 @@ import psycopg
 from langchain_core.messages import HumanMessage
 
 from agent_memory import MemoryManager
+from agent_memory.db import ann_indexes, fusion
 from agent_memory.db import embeddings as embedding_repo
-from agent_memory.db import fusion
 from agent_memory.db import recall as recall_repo
 from agent_memory.decay import today
-from agent_memory.embedding import ensure_ann_indexes, make_embedder
+from agent_memory.embedding import make_embedder
 from agent_memory.models import Scope
 from agent_memory.settings import EmbeddingSettings, Settings
+from agent_memory.stored_embeddings import ensure_ann_indexes
 from benchmarks.retrieval import load_facts
 from tests.vectors import embed_all
 
@@ -46,7 +47,7 @@ async def test_a_large_scope_gets_its_own_index_and_inject_reads_it(
         assert await embed_all(manager) == 74
         embedder = make_embedder(tuned.embedding)
         assert embedder is not None
-        from agent_memory.embedding import embed_snippets
+        from agent_memory.stored_embeddings import embed_snippets
 
         await embed_snippets(await manager._apool(), embedder)
         pool = await manager._apool()
@@ -72,7 +73,7 @@ async def test_a_large_scope_gets_its_own_index_and_inject_reads_it(
             ).fetchone() or (None,)
             assert f"scope_tag = '{tag}'" in index[1]
 
-        ann = embedding_repo.ann_index_sync(db, "facts", BIG, embedder.model)
+        ann = ann_indexes.ann_index_sync(db, "facts", BIG, embedder.model)
         assert ann is not None and ann.dims == 256 and ann.model == embedder.model
         # the planner can use the scope's index for its nearest facts (at 64 facts comparing
         # all is cheaper, so sorting is priced out here, as at scale its cost does)

@@ -18,11 +18,12 @@ from typer.testing import CliRunner
 
 from agent_memory import MemoryManager
 from agent_memory.backfill import import_jsonl
-from agent_memory.embedding import embed_snippets, make_embedder
+from agent_memory.embedding import make_embedder
 from agent_memory.errors import InvalidMessageError
 from agent_memory.inject import snippet_rows
 from agent_memory.models import Scope
 from agent_memory.settings import MemorySettings, Settings
+from agent_memory.stored_embeddings import embed_snippets
 from benchmarks.retrieval import load_facts
 from tests.pools import with_pool
 

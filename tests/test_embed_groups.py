@@ -17,11 +17,11 @@ from agent_memory import MemoryManager
 from agent_memory.consolidation.embed import Embedding, embed_each
 from agent_memory.consolidation.groups import Limits
 from agent_memory.db import embeddings as repo
-from agent_memory.embedding import Embedded, embed_scopes
 from agent_memory.errors import EmbeddingRejectedError, TransientEmbeddingError
 from agent_memory.local_embedding import LocalEmbedder
 from agent_memory.models import Scope
 from agent_memory.settings import EmbeddingSettings, Settings
+from agent_memory.stored_embeddings import Embedded, embed_scopes
 from benchmarks.retrieval import load_facts
 
 A, B, C, OTHER = (Scope(user_id=u, agent_id="group") for u in ("ann", "bob", "cy", "other"))

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from agent_memory.embedding import embed_missing, make_embedder
+from agent_memory.embedding import make_embedder
 from agent_memory.manager import MemoryManager
+from agent_memory.stored_embeddings import embed_missing
 
 
 async def embed_all(manager: MemoryManager) -> int:

@@ -9,17 +9,17 @@ from dataclasses import dataclass, field
 from psycopg_pool import AsyncConnectionPool
 
 from agent_memory.consolidation.groups import Limits, Log, ScopeGroup
-from agent_memory.embedding import (
+from agent_memory.embedding import TextEmbedder
+from agent_memory.errors import TransientEmbeddingError
+from agent_memory.models import Scope
+from agent_memory.pseudonyms import Namer, by_label, summarise
+from agent_memory.stored_embeddings import (
     Embedded,
-    TextEmbedder,
     embed_missing,
     embed_scopes,
     embed_snippets,
     ensure_ann_indexes_of,
 )
-from agent_memory.errors import TransientEmbeddingError
-from agent_memory.models import Scope
-from agent_memory.pseudonyms import Namer, by_label, summarise
 
 
 async def embed_scope(

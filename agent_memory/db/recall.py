@@ -53,8 +53,9 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from agent_memory.db.ann_indexes import AnnIndex
 from agent_memory.db.dual import Connection, Run, Steps, Transaction, dual
-from agent_memory.db.embeddings import AnnIndex, vector_text
+from agent_memory.db.embeddings import vector_text
 from agent_memory.db.fragments import SCOPE_MATCH, importance_on
 from agent_memory.db.fulltext import text_hits
 from agent_memory.models import Scope
@@ -77,7 +78,7 @@ def vector_hits(
     kept. A stored vector of other dimensions than the question's (the model's output size
     changed) counts as unrelated rather than failing.
 
-    ``ann``: the scope's own HNSW index (:func:`agent_memory.db.embeddings.ensure_ann_index`);
+    ``ann``: the scope's own HNSW index (:func:`agent_memory.db.ann_indexes.ensure_ann_index`);
     the nearest are read from it, approximately, instead of comparing every vector of the
     scope. The statement then names the index's scope tag and model as constants, as its
     partial predicate does, so that any plan of it can use the index, a prepared one's too.

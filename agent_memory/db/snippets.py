@@ -12,8 +12,9 @@ import functools
 from datetime import date, datetime
 from typing import Any
 
+from agent_memory.db.ann_indexes import AnnIndex
 from agent_memory.db.dual import Steps, dual
-from agent_memory.db.embeddings import AnnIndex, vector_text
+from agent_memory.db.embeddings import vector_text
 from agent_memory.db.fragments import SCOPE_MATCH
 from agent_memory.db.fulltext import text_hits
 from agent_memory.db.fusion import DEFAULT_FUSION, Fusion

@@ -47,24 +47,21 @@ from langgraph.store.base import (
 )
 from pydantic import ValidationError
 
-from agent_memory.db import fusion, store_writes
-from agent_memory.db import recall as recall_repo
 from agent_memory.db import store as store_repo
+from agent_memory.db import store_writes
 from agent_memory.db.dual import Steps, Transaction, run_async, run_sync
 from agent_memory.db.facts import upsert_params
-from agent_memory.decay import day_index, today
 from agent_memory.errors import InvalidStoreRequestError
 from agent_memory.fact_text import TEXT_FIELDS, check_text, memory_text
 from agent_memory.messages import clean_text
-from agent_memory.models import FACT_KINDS, Fact, Scope
+from agent_memory.models import FACT_KINDS, Fact
 from agent_memory.search import MAX_QUERY_CHARS
-from agent_memory.store import namespaces
+from agent_memory.store import namespaces, reads
 from agent_memory.store.index import StoreIndex
-from agent_memory.store.items import item, search_item
 from agent_memory.store.limits import InvalidStoreNamespaceError, check_key
 from agent_memory.store.loop import StoreLoop
 from agent_memory.store.namespaces import DEFAULT_TEMPLATE, NamespaceTemplate, check_labels
-from agent_memory.store.ttl import TTLStore, check_ttl, refresh_steps
+from agent_memory.store.ttl import TTLStore, check_ttl
 from agent_memory.store.values import check_chars
 
 if TYPE_CHECKING:
@@ -78,10 +75,6 @@ __all__ = [
     "NamespaceTemplate",
     "memory_text",
 ]
-
-# a filtered ranking that keeps too few is asked again for this many times more facts
-_WIDEN = 4
-_MAX_RANKED = 100_000
 
 
 class _Plan:
@@ -372,118 +365,13 @@ class AgentMemoryStore(TTLStore):
                 yield from self._index.write_steps(plan, ns, key)
         return plan.results
 
-    def _halves(
-        self,
-        namespace: tuple[str, ...],
-        exact: bool,
-        params: dict[str, Any],
-        rows_where: str = "TRUE",
-        facts_where: str = "TRUE",
-    ) -> list[str]:
-        binding = self.template.binding(namespace)
-        bound = binding.bound if binding.possible and (binding.exact or not exact) else None
-        params["day"] = day_index(today())
-        t = self.template
-        return store_repo.items_cte(
-            t.labels,
-            t.fields,
-            t.fixed,
-            bound,
-            namespace=namespace,
-            exact=exact,
-            params=params,
-            rows_where=rows_where,
-            facts_where=facts_where,
-        )
-
     def _get_steps(self, op: GetOp) -> Steps[Item | None]:
-        params: dict[str, Any] = {"key": op.key, "named": store_repo.fact_of_key(op.key)}
-        halves = self._halves(
-            tuple(op.namespace), True, params, "s.key = %(key)s", "m.id = %(named)s"
-        )
-        rows = yield from store_repo.get_steps(halves, params)
-        yield from refresh_steps(op.refresh_ttl, rows)
-        return item(rows[0]) if rows else None
+        return (yield from reads.get_steps(self.template, op))
 
     def _search_steps(self, op: SearchOp, vector: list[float] | None) -> Steps[list[SearchItem]]:
-        if self._index is not None and self._question(op.query):
-            return (yield from self._index.search_steps(op, vector))
-        prefix = tuple(op.namespace_prefix)
-        filter_params: dict[str, Any] = {}
-        condition = store_repo.filter_sql(op.filter, "items", filter_params)
-        params = dict(filter_params)
-        halves = self._halves(prefix, False, params)
-        need = op.offset + op.limit
         text = self._question(op.query)
-        ranked: list[store_repo.Row] = []
-        if text and need:
-            scope = self.template.memory_scope(prefix)
-            facts: list[store_repo.Row] = []
-            if scope is not None:
-                facts = yield from self._ranked_facts_steps(
-                    scope, prefix, text, vector, condition, filter_params, need
-                )
-            doc_params: dict[str, Any] = {"ns": list(prefix)}
-            doc_condition = store_repo.filter_sql(op.filter, "m", doc_params)
-            ranked = [row for row in facts if row[5]]
-            ranked += yield from store_repo.ranked_documents_steps(
-                doc_params, doc_condition, text, need
-            )
-            ranked.sort(key=lambda row: -(row[5] or 0.0))
-            # what matches nothing follows: first the scope's facts, as recall orders them
-            # (most important, most recent first), since a fact put through the store has no
-            # vector until consolidation embeds it and may answer the question all the same;
-            # then every other item, the latest updated first
-            ranked += [row for row in facts if not row[5]]
-        page = ranked[op.offset : need]
-        if len(page) < op.limit:
-            rest = yield from store_repo.latest_steps(
-                halves,
-                params,
-                condition,
-                op.limit - len(page),
-                max(0, op.offset - len(ranked)),
-                [row[6] for row in ranked],
-            )
-            page += [(*row[:5], 0.0 if text else None, row[6]) for row in rest]
-        yield from refresh_steps(op.refresh_ttl, page)
-        return [search_item(row) for row in page]
-
-    def _ranked_facts_steps(
-        self,
-        scope: Scope,
-        namespace: tuple[str, ...],
-        text: str,
-        vector: list[float] | None,
-        condition: str,
-        filter_params: dict[str, Any],
-        need: int,
-    ) -> Steps[list[store_repo.Row]]:
-        """The scope's facts that match ``text`` (and ``vector``), best first, as items that
-        pass ``condition``: at least ``need`` of them when the scope has as many; when fewer
-        match, the scope's others follow, as recall orders them, with score 0."""
-        m = self.manager.settings.memory
-        limit = need
-        while True:
-            ranking = fusion.search_params(
-                m, scope, text, limit, by_meaning=vector is not None, on=today()
-            )
-            if vector is not None:
-                ranking["model"] = self.manager._queries.model
-            rows = yield from recall_repo.ranked_steps(ranking, vector)
-            scores = {fact_id: max(score, 0.0) for fact_id, _, _, score in rows}
-            params: dict[str, Any] = {**filter_params, "ids": list(scores)}
-            halves = self._halves(
-                namespace, True, params, "s.fact_id = ANY(%(ids)s)", "m.id = ANY(%(ids)s)"
-            )
-            found = yield from store_repo.of_facts_steps(halves, params, condition)
-            order = {fact_id: i for i, fact_id in enumerate(scores)}
-            found.sort(key=lambda pair: order[pair[1]])
-            matched = sum(1 for score in scores.values() if score > 0)
-            if (
-                matched < limit
-                or limit >= _MAX_RANKED
-                or sum(1 for _, fact_id in found if scores[fact_id] > 0) >= need
-            ):
-                return [(*row[:5], scores[fact_id], row[6]) for row, fact_id in found]
-            limit *= _WIDEN
+        if self._index is not None and text:
+            return (yield from self._index.search_steps(op, vector))
+        model = self.manager._queries.model if vector is not None else None
+        ranking = reads.Ranking(self.manager.settings.memory, model)
+        return (yield from reads.search_steps(self.template, ranking, op, text, vector))

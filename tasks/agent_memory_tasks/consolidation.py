@@ -18,11 +18,12 @@ from agent_memory.consolidation.load import find_scopes
 from agent_memory.db import failures as failure_repo
 from agent_memory.db import jobs as job_repo
 from agent_memory.db.failures import HeldBack
-from agent_memory.embedding import Embedded, TextEmbedder
+from agent_memory.embedding import TextEmbedder
 from agent_memory.errors import StepError
 from agent_memory.extraction.base import Extractor
 from agent_memory.models import Scope, Window
 from agent_memory.pseudonyms import summarise
+from agent_memory.stored_embeddings import Embedded
 from agent_memory_tasks.policy import step
 
 
