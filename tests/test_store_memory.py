@@ -98,6 +98,40 @@ def test_rewording_supersedes_and_deleting_invalidates_with_history_kept(
     assert history[1][2] is None  # invalidated, not replaced
 
 
+def test_a_put_alone_is_one_statement_outside_a_transaction(
+    store: AgentMemoryStore, db: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A memory put is one call (sql/0022): one round trip, no BEGIN or COMMIT of its own; what
+    it leaves is what the four statements it replaced left."""
+    sent: list[str] = []
+    transactions: list[object] = []
+    execute, transaction = psycopg.Connection.execute, psycopg.Connection.transaction
+
+    def watched_execute(self: Any, query: Any, params: Any = None, **kw: Any) -> Any:
+        sent.append(str(query))
+        return execute(self, query, params, **kw)
+
+    def watched_transaction(self: Any, *args: Any, **kw: Any) -> Any:
+        transactions.append(self)
+        return transaction(self, *args, **kw)
+
+    assert store.get(NS, "drink") is None  # connected
+    monkeypatch.setattr(psycopg.Connection, "execute", watched_execute)
+    monkeypatch.setattr(psycopg.Connection, "transaction", watched_transaction)
+    store.put(NS, "drink", {"content": "Alice drinks tea"})
+    store.put(NS, "drink", {"content": "Alice drinks green tea"})
+    store.put(NS, "drink", {"content": "Alice drinks green tea", "note": "a value change"})
+    monkeypatch.undo()
+    assert len(sent) == 3 and all("store_put_memory" in q for q in sent), sent
+    assert transactions == []
+    assert current(db, "alice") == ["Alice drinks green tea"]
+    assert counts(db) == (1, 2)  # the first wording kept, superseded, as history
+    got = store.get(NS, "drink")
+    assert got and got.value == {"content": "Alice drinks green tea", "note": "a value change"}
+    shown = db.execute("SELECT content, shown FROM agent_memory.memory_items ORDER BY id")
+    assert shown.fetchall() == [("Alice drinks tea", False), ("Alice drinks green tea", True)]
+
+
 def test_two_keys_with_one_fact_keep_it_until_both_go(
     store: AgentMemoryStore, db: psycopg.Connection[Any]
 ) -> None:

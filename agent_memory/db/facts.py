@@ -19,7 +19,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from agent_memory.db.dual import Run, Steps, dual
-from agent_memory.db.fragments import SCOPE_MATCH, expiry, importance_on, kind_half_life
+from agent_memory.db.fragments import SCOPE_MATCH, importance_on
 from agent_memory.decay import MIN_IMPORTANCE, day_index, importance_floor
 from agent_memory.models import Fact, FactKind, MemoryItem, Scope
 from agent_memory.settings import MAX_HALF_LIFE
@@ -55,51 +55,14 @@ ORDER BY expires_day DESC
 LIMIT %(limit)s
 """
 
-# A new fact's half-life: its kind's, grown once for each other conversation that said it.
-_HALF_LIFE = f"least(%(max_half_life)s, {kind_half_life()} * power(%(growth)s, %(mentions)s - 1))"
-
-# A fact mentioned again is reinforced, not copied: its importance is raised, its decay clock
-# restarts at the newer mention, and its half-life grows (all evaluated on the row's values
-# before the update). A fact of kind general takes the kind a later mention gives it.
-_LATEST_DAY = "agent_memory.day_index(greatest(m.importance_at, EXCLUDED.importance_at))"
-_AT_LATEST_MENTION = (
-    f"greatest({importance_on('m.expires_day', _LATEST_DAY, 'm.half_life')},"
-    f" {importance_on('EXCLUDED.expires_day', _LATEST_DAY, 'EXCLUDED.half_life')})"
-)
-_REINFORCED = f"least(1.0, {_AT_LATEST_MENTION} + %(boost)s)"
-_GROWN = """least(%(max_half_life)s,
-    CASE WHEN m.kind = 'general' AND EXCLUDED.kind <> 'general'
-         THEN EXCLUDED.half_life * power(%(growth)s, m.mentions)
-         ELSE m.half_life * power(%(growth)s, EXCLUDED.mentions) END)"""
-
-UPSERT = f"""
-INSERT INTO agent_memory.memory_items AS m
-    (user_id, agent_id, workflow_id, content, content_hash, importance, importance_at,
-     kind, mentions, half_life, expires_day, source_job_id, valid_from)
-VALUES (%(user_id)s, %(agent_id)s, %(workflow_id)s, %(content)s, %(content_hash)s,
-        %(importance)s, %(at)s, %(kind)s, %(mentions)s, {_HALF_LIFE},
-        {expiry("%(importance)s", "agent_memory.day_index(%(at)s)", _HALF_LIFE)}, %(job_id)s,
-        %(valid_from)s)
-ON CONFLICT (scope_key, content_hash) DO UPDATE SET
-    -- the clock restarts at the latest mention; the importance there is the higher of the
-    -- two mentions' (decayed to that day) plus the reinforcement boost
-    importance_at = greatest(m.importance_at, EXCLUDED.importance_at),
-    importance    = {_REINFORCED},
-    kind          = CASE WHEN m.kind = 'general' THEN EXCLUDED.kind ELSE m.kind END,
-    mentions      = m.mentions + EXCLUDED.mentions,
-    half_life     = {_GROWN},
-    expires_day   = {expiry(_REINFORCED, _LATEST_DAY, _GROWN)},
-    content       = EXCLUDED.content,
-    source_job_id = EXCLUDED.source_job_id,
-    updated_at    = now(),
-    -- true since its earliest mention; said again after it was superseded, true again from then
-    valid_from    = CASE WHEN m.superseded_at IS NULL THEN least(m.valid_from, EXCLUDED.valid_from)
-                         ELSE EXCLUDED.valid_from END,
-    valid_to      = NULL,
-    superseded_at = NULL,
-    superseded_by = NULL,
-    superseded_by_job = NULL
-RETURNING id, (xmax = 0) AS inserted, content_hash
+# Write a fact, or reinforce the scope's fact of the same content (sql/0022_store_put.sql: a
+# fact mentioned again is not copied; its importance is raised, its decay clock restarts at the
+# newer mention and its half-life grows): its id, whether it was new, its content hash.
+UPSERT = """
+SELECT id, inserted, content_hash FROM agent_memory.upsert_fact(
+    %(user_id)s, %(agent_id)s, %(workflow_id)s, %(content)s, %(content_hash)s,
+    %(importance)s::float8, %(at)s, %(kind)s, %(mentions)s::integer, %(boost)s::float8,
+    %(growth)s::float8, %(max_half_life)s::float8, %(job_id)s::bigint, %(valid_from)s)
 """
 
 # Only a current fact of the same scope can be superseded (ids come from our own mapping,

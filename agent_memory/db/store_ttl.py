@@ -29,11 +29,11 @@ def ident(alias: str) -> str:
     return f"(CASE WHEN {alias}.ttl_minutes IS NULL THEN 's' ELSE 't' END || {alias}.id)"
 
 
-# a put's TTL: its minutes, and the moment it runs out (NULL, NULL: none)
-EXPIRES = "now() + %(ttl)s * interval '1 minute'"
+# the moment a put's TTL (minutes) runs out (NULL: none; sql/0022_store_put.sql)
+EXPIRES = "agent_memory.ttl_expiry(%(ttl)s::float8)"
 
 _REFRESH = """
-UPDATE agent_memory.store_items s SET expires_at = now() + s.ttl_minutes * interval '1 minute'
+UPDATE agent_memory.store_items s SET expires_at = agent_memory.ttl_expiry(s.ttl_minutes)
 WHERE s.id = ANY(%(ids)s) AND s.ttl_minutes IS NOT NULL AND s.expires_at > now()
 """
 

@@ -332,6 +332,15 @@ class AgentMemoryStore(TTLStore):
     # ---- running a batch ---------------------------------------------------------------
 
     def _steps(self, plan: _Plan) -> Steps[list[Result]]:
+        writes = [op for op, _ in plan.writes.values()]
+        if (
+            self._index is None
+            and not plan.reads
+            and len(writes) == 1
+            and writes[0].value is not None
+        ):
+            # a put alone, without an index, is one statement: a transaction of its own
+            return (yield from self._batch_steps(plan))
         result: list[Result] = yield Transaction(self._batch_steps(plan))
         return result
 
