@@ -234,9 +234,12 @@ async def test_langmem_store_manager_with_a_schema_on_an_indexed_store_with_ttl(
         ]
         # the puts got the store's default TTL
         ttls = db.execute(
-            "SELECT DISTINCT ttl_minutes, expires_at - updated_at FROM agent_memory.store_items"
+            "SELECT ttl_minutes, expires_at - now() FROM agent_memory.store_items"
         ).fetchall()
-        assert ttls == [(60, timedelta(minutes=60))]
+        assert len(ttls) == 2
+        assert all(
+            m == 60 and timedelta(minutes=59) < left <= timedelta(minutes=60) for m, left in ttls
+        )
 
         def moved(request: dict[str, Any]) -> Reply:
             patch = {"op": "replace", "path": "/city", "value": "Bergen"}
@@ -355,6 +358,12 @@ def test_create_agent_and_get_store_with_an_index_and_ttls(
         assert scores[1:] == [("Alice drinks green tea at dusk", None)]
         assert expires_in(db, dawn) > timedelta(minutes=59)  # refreshed by the read
         assert expires_in(db, "unindexed") <= timedelta(minutes=1)  # not read: not refreshed
+        # a vector search refreshes what it returns (refresh_on_read), as get does
+        db.execute("UPDATE agent_memory.store_items SET expires_at = now() + interval '1 minute'")
+        assert [i.key for i in store.search(NS, query="tea at dusk")] == [dawn, "unindexed"]
+        assert expires_in(db, dawn) > timedelta(minutes=59)
+        assert expires_in(db, "unindexed") > timedelta(minutes=59)
+        db.execute("UPDATE agent_memory.store_items SET expires_at = now() + interval '1 minute'")
 
         # time passes for the unread one: it is gone from reads at once, the sweep deletes it
         # and its fact leaves inject, kept as history
