@@ -268,6 +268,47 @@ async def test_langmem_store_manager_with_a_schema_on_an_indexed_store_with_ttl(
         assert again.score is not None and again.score > 0
 
 
+async def test_on_an_indexed_store_langmem_finds_and_removes_facts_no_item_shows(
+    settings: Settings, fake_llm: FakeLLM, db: psycopg.Connection[Any]
+) -> None:
+    async with AgentMemoryStore.afrom_conn_string(settings=settings, index=INDEX) as store:
+        # a fact the store has no item of (consolidation's, add_fact's): it has no vector
+        await store.manager.add_fact(ALICE, "Alice keeps bees on her roof")
+        # LangMem's shape: its manager reads every item's "kind" and "content"
+        tea = {"kind": "Memory", "content": {"content": "Alice drinks green tea"}}
+        await store.aput(NS, "tea", tea)
+        found = await store.asearch(NS, query="green tea")
+        assert [(i.value["content"], i.score is None) for i in found] == [
+            (tea["content"], False),
+            ("Alice keeps bees on her roof", True),  # after the scored items, as index=False's
+        ]
+        paged = [await store.asearch(NS, query="green tea", limit=1, offset=n) for n in range(3)]
+        assert [[i.value["content"] for i in page] for page in paged] == [
+            [tea["content"]],
+            ["Alice keeps bees on her roof"],
+            [],
+        ]
+        assert await store.asearch(NS, query="bees", filter={"kind": "general"}) == [found[1]]
+        assert await store.asearch(("memories", "bob"), query="bees") == []
+
+        manager = create_memory_store_manager(
+            chat_model(fake_llm),
+            namespace=("memories", "{user_id}"),
+            store=store,
+            enable_deletes=True,
+        )
+
+        def forget(request: dict[str, Any]) -> Reply:
+            return tool_calls(("RemoveDoc", {"json_doc_id": id_of(request, "bees")}))
+
+        fake_llm.reset(forget)
+        await manager.ainvoke({"messages": [("user", "I gave my bees away")]}, CONFIG)
+        assert "Alice keeps bees on her roof" in str(fake_llm.requests[0]["messages"])
+        frame = await store.manager.inject(ALICE, query="bees")
+        assert frame.injected_facts == ["Alice drinks green tea"]
+        assert ("Alice keeps bees on her roof", False) in facts(db)
+
+
 # ---- create_agent and get_store() on an indexed store with TTLs -----------------------------
 
 
