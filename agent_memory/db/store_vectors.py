@@ -116,6 +116,20 @@ LIMIT %(limit)s OFFSET %(offset)s""",
     ]
 
 
+def count_steps(prefix: tuple[str, ...], condition: str, params: Mapping[str, Any]) -> Steps[int]:
+    """How many items :func:`search_steps` can return under ``prefix`` (scored or not)."""
+    under = (
+        "s.namespace >= %(ns)s::text[] AND s.namespace < %(ns_end)s::text[]" if prefix else "TRUE"
+    )
+    row = yield Run(
+        f"""SELECT count(*) FROM agent_memory.store_items s
+WHERE {under} AND s.visible AND {live("s")} AND {condition}""",
+        {**params, **namespace_params(prefix)},
+        "one",
+    )
+    return int(row[0]) if row else 0
+
+
 def pgvector_steps() -> Steps[tuple[tuple[int, ...], bool] | None]:
     """The version of pgvector the server offers, and whether it is installed; None when the
     server has none."""

@@ -380,7 +380,8 @@ class AgentMemoryStore(TTLStore):
     def _search_steps(self, op: SearchOp, vector: list[float] | None) -> Steps[list[SearchItem]]:
         text = self._question(op.query)
         if self._index is not None and text:
-            return (yield from self._index.search_steps(op, vector))
+            found = yield from self._index.search_steps(op, vector)
+            return (yield from reads.facts_after_vectors_steps(self.template, op, found))
         model = self.manager._queries.model if vector is not None else None
         ranking = reads.Ranking(self.manager.settings.memory, model)
         return (yield from reads.search_steps(self.template, ranking, op, text, vector))

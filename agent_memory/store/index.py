@@ -29,6 +29,7 @@ from agent_memory.db import store as store_repo
 from agent_memory.db import store_vectors
 from agent_memory.db.dual import Steps, Transaction, run_async, run_sync
 from agent_memory.errors import ConfigurationError
+from agent_memory.store.ttl import refresh_steps
 
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
@@ -219,6 +220,7 @@ class StoreIndex:
             limit=op.limit,
             offset=op.offset,
         )
+        yield from refresh_steps(op.refresh_ttl, rows)
         return [
             SearchItem(
                 namespace=r[0], key=r[1], value=r[2], created_at=r[3], updated_at=r[4], score=r[5]

@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 
 from langgraph.store.base import GetOp, Item, SearchItem, SearchOp
 
-from agent_memory.db import fusion
+from agent_memory.db import fusion, store_vectors
 from agent_memory.db import recall as recall_repo
 from agent_memory.db import store as store_repo
 from agent_memory.db.dual import Steps
@@ -160,3 +160,29 @@ def ranked_facts_steps(
         ):
             return [(*row[:5], scores[fact_id], row[6]) for row, fact_id in found]
         limit *= _WIDEN
+
+
+def facts_after_vectors_steps(
+    template: NamespaceTemplate, op: SearchOp, found: list[SearchItem]
+) -> Steps[list[SearchItem]]:
+    """A vector search's page (``found``, the items of :mod:`agent_memory.store.index`),
+    completed with the memory scope's facts that no item shows (consolidation's, or those
+    ``add_fact`` wrote: they have no vector), after every item, with no score, the latest
+    updated first: as the items kept out of the index come, so that an agent (LangMem's store
+    manager) that searches with a query finds them too."""
+    prefix = tuple(op.namespace_prefix)
+    if len(found) >= op.limit or not template.binding(prefix).possible:
+        return found
+    if found or not op.offset:  # the items ran out on this page
+        before = op.offset + len(found)
+    else:
+        item_params: dict[str, Any] = {}
+        condition = store_repo.filter_sql(op.filter, "s", item_params)
+        before = yield from store_vectors.count_steps(prefix, condition, item_params)
+    params: dict[str, Any] = {}
+    condition = store_repo.filter_sql(op.filter, "items", params)
+    facts = halves(template, prefix, False, params)[-1]  # the binding adds the facts' half
+    rows = yield from store_repo.latest_steps(
+        [facts], params, condition, op.limit - len(found), max(0, op.offset - before), []
+    )
+    return found + [search_item(row) for row in rows]
