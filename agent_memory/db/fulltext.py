@@ -41,7 +41,9 @@ def text_hits(table: str, where: str, tie: str, corpus: str | None = None) -> st
     gathered, and older than the latest ``_SAMPLE``, is not scored; by BM25 it could score at
     most ``1.69 * sum(idf)`` over those words, each of which is in more of the scope's rows than
     any word that was gathered. A scope of ``_SAMPLE`` rows or fewer, or a question whose words
-    hold ``GATHER`` rows or fewer in all, is ranked exactly.
+    hold ``GATHER`` rows or fewer in all, is ranked exactly. The gathered words are read as a
+    value rather than joined, so that with none gathered the scope is not scanned whatever join
+    order a generic plan took (one made before the table had statistics scanned it all).
     """
     if corpus is None:
         rows = f"SELECT count(*) AS n, coalesce(avg(length(m.search)), 0) AS avg_len FROM {table} m"
@@ -76,9 +78,9 @@ gathered AS MATERIALIZED (
     WHERE held <= {GATHER}
 ),
 matched AS MATERIALIZED (
-    SELECT m.id, m.{tie}, m.search FROM {table} m, gathered
-    WHERE gathered.q IS NOT NULL AND (SELECT count(*) FROM sample) >= {_SAMPLE}
-      AND {where} AND m.search @@ gathered.q
+    SELECT m.id, m.{tie}, m.search FROM {table} m
+    WHERE (SELECT count(*) FROM sample) >= {_SAMPLE} AND (SELECT q FROM gathered) IS NOT NULL
+      AND {where} AND m.search @@ (SELECT q FROM gathered)
     UNION
     SELECT s.id, s.{tie}, s.search FROM sample s, query WHERE s.search @@ query.q
 ),
