@@ -3,7 +3,8 @@
 -- A put of a memory item read the fact its key showed, wrote the new fact, pointed the row at
 -- it and retired the old one: four statements and a transaction, each a round trip from the
 -- client. Here it is one call of agent_memory.store_put_memory, which the Store runs on its own
--- (one statement is a transaction) when a batch is that one put. The fact's upsert, which
+-- (one statement is a transaction) when a batch is that one put, and which folds the
+-- full-text counts of the words it wrote once they have spread. The fact's upsert, which
 -- consolidation and the tools run too, becomes agent_memory.upsert_fact so that every writer
 -- uses the one definition. Every statement is safe to re-run.
 
@@ -123,6 +124,54 @@ AS $$
       AND NOT EXISTS (SELECT 1 FROM agent_memory.store_items o WHERE o.fact_id = fact)
 $$;
 
+-- Fold the full-text counts of fact ``fact``'s words (and of its scope's rows, lexeme '') that
+-- have spread over ``spread`` rows of agent_memory.term_counts into one row each (sql/0017:
+-- every write appends about ten rows, and every reader sums them). The flows fold a scope whole
+-- after writing it; the Store's puts, which no flow follows, fold what each writes, which
+-- bounds what a reader sums for a word at a cost of an index probe per word. A scope another
+-- transaction is folding is left to it, as agent_memory.compact_term_counts does. Tenants hold
+-- no DELETE right on the counts (it would allow LOCK TABLE, sql/0019), hence SECURITY
+-- DEFINER; it folds the caller's own (a tenant's scope's) counts only, and folding keeps every
+-- sum. How many rows it removed.
+CREATE OR REPLACE FUNCTION agent_memory.fold_fact_terms(fact bigint, spread integer)
+    RETURNS integer LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog
+AS $$
+DECLARE
+    scope text;
+    removed integer;
+BEGIN
+    SELECT m.scope_key INTO scope FROM agent_memory.memory_items m
+    WHERE m.id = fact
+      AND (agent_memory.tenant_scope() IS NULL OR m.scope_key = agent_memory.tenant_scope()
+           OR (SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = session_user));
+    IF scope IS NULL
+       OR NOT pg_try_advisory_xact_lock(hashtext('agent_memory.term_counts'), hashtext(scope))
+    THEN
+        RETURN 0;
+    END IF;
+    WITH spread_words AS MATERIALIZED (
+        SELECT w.lexeme
+        FROM agent_memory.memory_items m,
+             unnest(tsvector_to_array(m.search) || ARRAY['']::text[]) AS w(lexeme)
+        WHERE m.id = fact
+          AND (SELECT count(*) FROM (SELECT FROM agent_memory.term_counts k
+                                     WHERE k.corpus = 'f' AND k.scope_key = scope
+                                       AND k.lexeme = w.lexeme LIMIT spread) AS r) >= spread
+    ), gone AS (
+        DELETE FROM agent_memory.term_counts k USING spread_words s
+        WHERE k.corpus = 'f' AND k.scope_key = scope AND k.lexeme = s.lexeme
+        RETURNING k.lexeme, k.docs, k.size
+    ), folded AS (
+        INSERT INTO agent_memory.term_counts (corpus, scope_key, lexeme, docs, size)
+        SELECT 'f', scope, lexeme, sum(docs), sum(size) FROM gone GROUP BY lexeme
+        HAVING sum(docs) <> 0 OR sum(size) <> 0
+        RETURNING 1
+    )
+    SELECT (SELECT count(*) FROM gone) - (SELECT count(*) FROM folded) INTO removed;
+    RETURN removed;
+END
+$$;
+
 -- Put memory item ``item_key`` of namespace ``ns`` (a scope's: ``p_user``, ``p_agent``,
 -- ``p_workflow``) with ``item_value``, showing the fact of ``p_content`` (the rest of the
 -- fact's parameters as agent_memory.upsert_fact takes them), expiring ``ttl`` minutes from now
@@ -198,6 +247,9 @@ BEGIN
     END LOOP;
     IF shown IS NOT NULL AND shown <> fact THEN
         PERFORM agent_memory.store_retire(shown, fact, scope);
+    END IF;
+    IF written THEN
+        PERFORM agent_memory.fold_fact_terms(fact, 32);
     END IF;
     RETURN fact;
 END

@@ -48,7 +48,7 @@ from langgraph.store.base import (
 from pydantic import ValidationError
 
 from agent_memory.db import store as store_repo
-from agent_memory.db import store_writes, term_counts
+from agent_memory.db import store_writes
 from agent_memory.db.dual import Steps, Transaction, run_async, run_sync
 from agent_memory.db.facts import upsert_params
 from agent_memory.errors import InvalidStoreRequestError
@@ -360,24 +360,18 @@ class AgentMemoryStore(TTLStore):
                     read.limit,
                     read.offset,
                 )
-        written: list[int] = []
         # in key order: two batches that write the same keys lock them in one order
         for (ns, key), (op, fact) in sorted(plan.writes.items(), key=lambda w: w[0]):
             scope = self.template.memory_scope(ns)
             if op.value is None:
                 yield from store_writes.delete_steps(ns, key, scope)
             elif scope is not None and fact is not None:
-                fact_id = yield from store_writes.put_memory_steps(
-                    ns, key, op.value, scope, fact, op.ttl
-                )
-                written.append(fact_id)
+                yield from store_writes.put_memory_steps(ns, key, op.value, scope, fact, op.ttl)
             else:
                 owner = self.template.owner(ns)
                 yield from store_writes.put_document_steps(ns, key, op.value, owner, op.ttl)
             if self._index is not None and op.value is not None:
                 yield from self._index.write_steps(plan, ns, key)
-        # each put appends its words' counts; readers sum them (db.term_counts.SPREAD)
-        yield from term_counts.fold_written_steps(written)
         return plan.results
 
     def _get_steps(self, op: GetOp) -> Steps[Item | None]:

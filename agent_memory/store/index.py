@@ -8,10 +8,10 @@ string), or those the put names (``index=["field"]``), or none (``index=False``)
 with a query returns the items that have vectors, ranked by their nearest field's similarity
 to the query's vector (``distance_type``: ``cosine``, the default, ``inner_product`` or
 ``l2``), with the score PostgresStore gives; then, with no score, the items kept out of the
-index and the memory scope's facts that no item shows (consolidation's), newest first. The embeddings are asked outside the transaction,
-once per batch (``embed_documents`` for the puts' texts, ``embed_query`` for each query; their
-``a...`` forms in async code). The vectors live in ``agent_memory.store_vectors``
-(:mod:`agent_memory.db.store_vectors`).
+index and the memory scope's facts that no item shows (consolidation's), newest first. The
+embeddings are asked outside the transaction, once per batch (``embed_documents`` for the
+puts' texts, ``embed_query`` for each query; their ``a...`` forms in async code). The vectors
+live in ``agent_memory.store_vectors`` (:mod:`agent_memory.db.store_vectors`).
 
 Without an index nothing here runs: memory namespaces rank by the project's relevance ranking
 and documents by full text, as the store's module says.
