@@ -124,11 +124,14 @@ AS $$
       AND NOT EXISTS (SELECT 1 FROM agent_memory.store_items o WHERE o.fact_id = fact)
 $$;
 
--- Fold the full-text counts of fact ``fact``'s words (and of its scope's rows, lexeme '') that
--- have spread over ``spread`` rows of agent_memory.term_counts into one row each (sql/0017:
--- every write appends about ten rows, and every reader sums them). The flows fold a scope whole
--- after writing it; the Store's puts, which no flow follows, fold what each writes, which
--- bounds what a reader sums for a word at a cost of an index probe per word. A scope another
+-- Fold the full-text counts of fact ``fact``'s scope into one row per word (sql/0017: every
+-- write appends about ten rows, and every reader sums them) for the fact's words and the
+-- scope's rows (lexeme ''), once the scope's rows' entry has spread over ``spread`` rows: about
+-- every ``spread`` puts to a scope. The flows fold a scope whole after writing it; the Store's
+-- puts, which no flow follows, fold this way, which keeps what a reader sums for a word near
+-- ``spread`` rows (a word in a share p of the puts gathers about p * spread / p between two
+-- folds that meet it) at the cost of one index probe a put. Probing each of the fact's words
+-- instead would cost a probe per word, each visiting up to ``spread`` rows. A scope another
 -- transaction is folding is left to it, as agent_memory.compact_term_counts does. Tenants hold
 -- no DELETE right on the counts (it would allow LOCK TABLE, sql/0019), hence SECURITY
 -- DEFINER; it folds the caller's own (a tenant's scope's) counts only, and folding keeps every
@@ -138,28 +141,30 @@ CREATE OR REPLACE FUNCTION agent_memory.fold_fact_terms(fact bigint, spread inte
 AS $$
 DECLARE
     scope text;
+    words text[];
     removed integer;
 BEGIN
-    SELECT m.scope_key INTO scope FROM agent_memory.memory_items m
-    WHERE m.id = fact
-      AND (agent_memory.tenant_scope() IS NULL OR m.scope_key = agent_memory.tenant_scope()
-           OR (SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = session_user));
+    SELECT m.scope_key, tsvector_to_array(m.search) || ARRAY['']::text[] INTO scope, words
+    FROM agent_memory.memory_items m WHERE m.id = fact;
     IF scope IS NULL
+       OR (SELECT count(*) FROM (SELECT FROM agent_memory.term_counts k
+                                 WHERE k.corpus = 'f' AND k.scope_key = scope AND k.lexeme = ''
+                                 LIMIT spread) AS r) < spread
+       OR NOT (agent_memory.tenant_scope() IS NULL OR scope = agent_memory.tenant_scope()
+               OR (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = session_user))
        OR NOT pg_try_advisory_xact_lock(hashtext('agent_memory.term_counts'), hashtext(scope))
     THEN
         RETURN 0;
     END IF;
-    WITH spread_words AS MATERIALIZED (
-        SELECT w.lexeme
-        FROM agent_memory.memory_items m,
-             unnest(tsvector_to_array(m.search) || ARRAY['']::text[]) AS w(lexeme)
-        WHERE m.id = fact
-          AND (SELECT count(*) FROM (SELECT FROM agent_memory.term_counts k
-                                     WHERE k.corpus = 'f' AND k.scope_key = scope
-                                       AND k.lexeme = w.lexeme LIMIT spread) AS r) >= spread
+    -- the words as a value (= ANY): a join with them could read the scope's every count
+    WITH spread_words AS (
+        SELECT k.lexeme FROM agent_memory.term_counts k
+        WHERE k.corpus = 'f' AND k.scope_key = scope AND k.lexeme = ANY (words)
+        GROUP BY k.lexeme HAVING count(*) > 1
     ), gone AS (
-        DELETE FROM agent_memory.term_counts k USING spread_words s
-        WHERE k.corpus = 'f' AND k.scope_key = scope AND k.lexeme = s.lexeme
+        DELETE FROM agent_memory.term_counts k
+        WHERE k.corpus = 'f' AND k.scope_key = scope
+          AND k.lexeme = ANY (ARRAY(SELECT lexeme FROM spread_words))
         RETURNING k.lexeme, k.docs, k.size
     ), folded AS (
         INSERT INTO agent_memory.term_counts (corpus, scope_key, lexeme, docs, size)
