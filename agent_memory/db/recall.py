@@ -169,6 +169,8 @@ FUSED = """fused AS (
 
 _FACTS = "agent_memory.memory_items"
 _EMBEDDINGS = "agent_memory.fact_embeddings"
+# the full-text side of the ranking of one scope (read alone by tests/test_term_counts.py)
+_TEXT_HITS = text_hits(_FACTS, _CURRENT, "expires_day", "f")
 # the same reading every level a scope reads (agent_memory.db.levels), and one of them
 _CURRENT_LEVELS = _current(LEVELS_MATCH)
 _CURRENT_LEVEL = _current(f"m.{ONE_LEVEL}")
@@ -177,7 +179,7 @@ _CURRENT_LEVEL = _current(f"m.{ONE_LEVEL}")
 def _rank(vector_hits: str, levels: bool = False) -> str:
     """The ranking statement (see the module) with this ``vector_hits`` CTE; ``levels``: over
     several levels of memory, each row with the scope it is filed under."""
-    current, text = _CURRENT, text_hits(_FACTS, _CURRENT, "expires_day", "f")
+    current, text = _CURRENT, _TEXT_HITS
     top = f"""SELECT m.id FROM {_FACTS} m
     WHERE {current}
     ORDER BY m.expires_day DESC LIMIT %(candidates)s"""
