@@ -18,6 +18,7 @@ from agent_memory import decay as decay_math
 from agent_memory.db import episodes as episode_repo
 from agent_memory.db import facts as fact_repo
 from agent_memory.db import fusion
+from agent_memory.db import level_reads as level_repo
 from agent_memory.db import recall as recall_repo
 from agent_memory.db import snippets as snippet_repo
 from agent_memory.db.dual import Steps, run_async, run_sync
@@ -32,23 +33,9 @@ from agent_memory.models import (
     WorkingMemoryFrame,
 )
 from agent_memory.search import MAX_QUERY_CHARS, Searcher, SnippetQuery
+from agent_memory.snippet_choice import chosen_snippets, snippet_rows
 
 log = logging.getLogger(__name__)
-
-
-# snippets: the longest text one may inject (a pasted document is not a memory), the token
-# estimate, and the length of a typical dated line (a sentence), which sizes the search
-_SNIPPET_MAX_CHARS = 400
-_CHARS_PER_TOKEN = 4
-_SNIPPET_LINE_CHARS = 120
-
-
-def snippet_rows(tokens: int) -> int:
-    """How many snippets the search returns for a budget of ``tokens`` to choose from: twice
-    as many as the budget holds at typical lines, the rest standing in for those a fact or a
-    better snippet already says. Every row costs the hot path CPU (read, built, weighed against
-    the facts), and rows far down the list seldom make it in (docs/benchmarks.md)."""
-    return max(10, min(500, 2 * tokens * _CHARS_PER_TOKEN // _SNIPPET_LINE_CHARS))
 
 
 # A question about time or change, for which the facts' dates are worth their tokens.
@@ -68,29 +55,6 @@ def _date_phrase(kind: str, since: datetime) -> str:
     return {"event": f"on {day}", "plan": f"said on {day}"}.get(kind, f"since {day}")
 
 
-def _words(text: str) -> set[str]:
-    """The words that say what a text is about, roughly: those of four letters or more."""
-    return {w for w in re.findall(r"\w+", text.lower()) if len(w) > 3}
-
-
-def _cut(snippet: Snippet) -> Snippet:
-    """The snippet with its text and its reply's cut to what one may inject."""
-    update: dict[str, Any] = {}
-    if len(snippet.content) > _SNIPPET_MAX_CHARS:
-        update["content"] = snippet.content[: _SNIPPET_MAX_CHARS - 1] + "\u2026"
-    if snippet.reply is not None and len(snippet.reply.content) > _SNIPPET_MAX_CHARS:
-        text = snippet.reply.content[: _SNIPPET_MAX_CHARS - 1] + "\u2026"
-        update["reply"] = snippet.reply.model_copy(update={"content": text})
-    return snippet.model_copy(update=update) if update else snippet
-
-
-def _covers(fact: set[str], snippet: set[str]) -> bool:
-    """True when a fact says what a snippet says (most of the shorter one's words)."""
-    if not fact or not snippet:
-        return False
-    return len(fact & snippet) >= 0.8 * min(len(fact), len(snippet))
-
-
 @dataclass
 class _Recall:
     """How one inject ranks: importance only; by the priors alone (no question); or by
@@ -103,6 +67,8 @@ class _Recall:
     params: dict[str, Any] = field(default_factory=dict)
     vector: list[float] | None = None
     dated: bool = False  # the frame says since when each fact is true
+    # the levels of memory read (Scope.levels under AGENT_MEMORY_SHARE), the scope itself first
+    levels: tuple[Scope, ...] = ()
 
     def by_text(self) -> dict[str, Any]:
         """The parameters of the same inject ranked by full text alone (the fallback when the
@@ -125,8 +91,9 @@ class Injector(Searcher):
         dated = m.inject_dates == "always" or (
             m.inject_dates == "auto" and bool(query and _ABOUT_TIME.search(query))
         )
+        levels = scope.levels(m.share)
         if m.inject_ranking == "importance":
-            return _Recall("importance", day, at, before, {}, dated=dated)
+            return _Recall("importance", day, at, before, {}, dated=dated, levels=levels)
         # a pasted document is not a question: its start says what it is about
         text = clean_text((query or "")[:MAX_QUERY_CHARS])
         params = fusion.ranked_params(
@@ -141,7 +108,7 @@ class Injector(Searcher):
         )
         params["question"] = params["text"]
         ranking: Literal["priors", "text"] = "text" if params["text"] else "priors"
-        return _Recall(ranking, day, at, before, params, dated=dated)
+        return _Recall(ranking, day, at, before, params, dated=dated, levels=levels)
 
     def _wants_vector(self, plan: _Recall) -> bool:
         return (
@@ -182,42 +149,6 @@ class Injector(Searcher):
         # read now: the fact ranking, running beside the search, may fall back to full text
         return SnippetQuery(scope, params, plan.vector)
 
-    def _chosen_snippets(self, found: list[Snippet], facts: recall_repo.Ranked) -> list[Snippet]:
-        """The best snippets within the token budget, skipping what an injected fact or a
-        better snippet already says. A question's reply counts as what the snippet says: the
-        question alone is context for it."""
-        budget = self.settings.memory.inject_snippets_tokens * _CHARS_PER_TOKEN
-        facts_say = [_words(content) for _, content, _, _ in facts]
-        chosen: list[tuple[Snippet, set[str]]] = []
-        shown: set[tuple[int, int]] = set()  # (episode, position) of each message shown whole
-        for snippet in found:
-            snippet = _cut(snippet)
-            if snippet.reply is not None and (snippet.episode_id, snippet.reply.position) in shown:
-                snippet = snippet.model_copy(update={"reply": None})  # said already
-            if snippet.reply is None and (snippet.episode_id, snippet.position) in shown:
-                continue
-            says = _words(snippet.reply.content if snippet.reply else snippet.content)
-            # what a fact or a better snippet already says is not worth its tokens again
-            if any(_covers(said, says) for said in facts_say):
-                continue
-            cost = len(snippet.line())
-            same = next((i for i, (_, said) in enumerate(chosen) if _covers(said, says)), None)
-            if same is not None:
-                # the user's own words stand in for another's restatement of them, at its rank
-                other = chosen[same][0]
-                freed = len(other.line())
-                if snippet.role == "user" != other.role and cost <= budget + freed:
-                    budget += freed - cost
-                    chosen[same] = (snippet.model_copy(update={"score": other.score}), says)
-                continue
-            if cost > budget:
-                break
-            budget -= cost
-            chosen.append((snippet, says))
-            if snippet.reply is not None:
-                shown.add((snippet.episode_id, snippet.reply.position))
-        return [snippet for snippet, _ in chosen]
-
     def _frame(
         self,
         scope: Scope,
@@ -226,6 +157,7 @@ class Injector(Searcher):
         history: list[HistoryEntry],
         snippets: list[Snippet] | None = None,
         dates: dict[int, tuple[FactKind, datetime]] | None = None,
+        origins: level_repo.Origins | None = None,
     ) -> WorkingMemoryFrame:
         frame = WorkingMemoryFrame(
             user_id=scope.user_id,
@@ -239,16 +171,20 @@ class Injector(Searcher):
             if plan.ranking != "importance"
             else [],
             history=history,
-            snippets=self._chosen_snippets(snippets or [], rows),
+            snippets=chosen_snippets(
+                snippets or [], rows, self.settings.memory.inject_snippets_tokens
+            ),
             fact_dates=[_date_phrase(*dates[fact_id]) for fact_id, _, _, _ in rows]
             if dates
             else [],
+            fact_levels=[origins[fact_id].level for fact_id, _, _, _ in rows] if origins else [],
         )
         frame.context = frame.render()
         return frame
 
     async def search(self, scope: Scope, query: str, *, limit: int = 10) -> list[ScoredFact]:
-        """``scope``'s current facts that match ``query``, best first, ranked as inject ranks
+        """``scope``'s current facts that match ``query`` (and those of the levels of memory it
+        reads, AGENT_MEMORY_SHARE), best first, ranked as inject ranks
         them (by full text and by meaning, see :mod:`agent_memory.db.recall`) but over every
         current fact, however faded; facts that do not match are left out. Reading them does
         not reinforce them.
@@ -273,22 +209,36 @@ class Injector(Searcher):
         params = fusion.search_params(m, scope, text, limit, by_meaning=vector is not None, on=day)
         if vector is not None:
             params["model"] = self._queries.model
+        levels = scope.levels(m.share)
         pool = await self._apool()
         async with pool.connection() as conn:
             try:
-                rows = await recall_repo.ranked(conn, params, vector)
+                rows = await self._ranked(conn, params, levels, vector)
             except psycopg.Error as exc:  # e.g. pgvector dropped: full text alone
                 if vector is None:
                     raise
                 log.warning("searching by meaning failed (%s); by full text alone", exc)
                 params = fusion.search_params(m, scope, text, limit, by_meaning=False, on=day)
-                rows = await recall_repo.ranked(conn, params)
+                rows = await self._ranked(conn, params, levels)
             found = []
             for fact_id, _, _, score in rows:
                 fact = await fact_repo.get(conn, fact_id, day) if score > 0 else None
                 if fact is not None:
                     found.append(ScoredFact(**fact.model_dump(), score=score))
         return found
+
+    @staticmethod
+    async def _ranked(
+        conn: psycopg.AsyncConnection[Any],
+        params: dict[str, Any],
+        levels: tuple[Scope, ...],
+        vector: list[float] | None = None,
+    ) -> recall_repo.Ranked:
+        """A search's ranking: of the scope, or of all the levels it reads."""
+        if len(levels) == 1:
+            return await recall_repo.ranked(conn, params, vector)
+        rows, _ = await level_repo.ranked_levels(conn, params, levels, vector)
+        return rows
 
     async def inject(
         self, scope: Scope, *, query: str | None = None, on: date | None = None
@@ -309,7 +259,9 @@ class Injector(Searcher):
         async with pool.connection() as conn:
             beside = await self._search_beside(pool, search)
             try:
-                rows, history, dates = await run_async(conn, self._recall_steps(scope, plan, on))
+                rows, history, dates, origins = await run_async(
+                    conn, self._recall_steps(scope, plan, on)
+                )
             except BaseException:
                 if beside is not None:
                     beside.cancel()
@@ -321,16 +273,25 @@ class Injector(Searcher):
                 if beside is not None
                 else await run_async(conn, self._search_steps(search))
             )
-        return self._frame(scope, plan, rows, history, snippets, dates)
+        return self._frame(scope, plan, rows, history, snippets, dates, origins)
 
     def _recall_steps(
         self, scope: Scope, plan: _Recall, on: date | None
     ) -> Steps[
-        tuple[recall_repo.Ranked, list[HistoryEntry], dict[int, tuple[FactKind, datetime]] | None]
+        tuple[
+            recall_repo.Ranked,
+            list[HistoryEntry],
+            dict[int, tuple[FactKind, datetime]] | None,
+            level_repo.Origins | None,
+        ]
     ]:
-        """The facts of one inject (ranked, and reinforced as used), its history and dates."""
+        """The facts of one inject (ranked, and reinforced as used), its history and dates,
+        and, over several levels of memory, the scope each fact is filed under."""
         m = self.settings.memory
-        if plan.ranking == "importance":
+        origins = None
+        if len(plan.levels) > 1:
+            rows, origins = yield from self._levels_steps(plan)
+        elif plan.ranking == "importance":
             top = yield from fact_repo.top_steps(
                 scope, m.inject_min_importance, m.inject_limit, plan.day
             )
@@ -346,6 +307,7 @@ class Injector(Searcher):
             rows = yield from recall_repo.ranked_steps(plan.params)
         if m.inject_reinforce and on is None:
             try:
+                # a write: only the scope's own facts (the statement's scope match)
                 ids = [r[0] for r in rows]
                 yield from recall_repo.refresh_steps(scope, ids, plan.at, m.use_growth)
             except psycopg.Error as exc:  # best effort: the facts were read already
@@ -356,7 +318,31 @@ class Injector(Searcher):
             else []
         )
         dates = (yield from fact_repo.dates_steps([r[0] for r in rows])) if plan.dated else None
-        return rows, history, dates
+        return rows, history, dates, origins
+
+    def _levels_steps(self, plan: _Recall) -> Steps[tuple[recall_repo.Ranked, level_repo.Origins]]:
+        """The facts of an inject that reads several levels, ranked together."""
+        m = self.settings.memory
+        if plan.ranking == "importance":
+            return (
+                yield from level_repo.top_levels_steps(
+                    plan.levels, m.inject_min_importance, m.inject_limit, plan.day
+                )
+            )
+        if plan.vector is not None:
+            try:
+                anns = []
+                for level in plan.levels:
+                    anns.append((yield from self._ann_steps("facts", level)))
+                return (
+                    yield from level_repo.ranked_levels_steps(
+                        plan.params, plan.levels, plan.vector, anns
+                    )
+                )
+            except psycopg.Error as exc:  # e.g. pgvector dropped: text relevance instead
+                log.warning("ranking by embeddings failed (%s); by full text instead", exc)
+                plan.by_text()
+        return (yield from level_repo.ranked_levels_steps(plan.params, plan.levels))
 
     def inject_sync(
         self, scope: Scope, *, query: str | None = None, on: date | None = None
@@ -369,10 +355,10 @@ class Injector(Searcher):
         search = self._snippet_query(scope, plan)
         with pool.connection() as conn:
             beside = self._search_beside_sync(pool, search)
-            rows, history, dates = run_sync(conn, self._recall_steps(scope, plan, on))
+            rows, history, dates, origins = run_sync(conn, self._recall_steps(scope, plan, on))
             snippets = (
                 beside.result()
                 if beside is not None
                 else run_sync(conn, self._search_steps(search))
             )
-        return self._frame(scope, plan, rows, history, snippets, dates)
+        return self._frame(scope, plan, rows, history, snippets, dates, origins)

@@ -158,7 +158,9 @@ class Management:
         On the embedded server, the first tenant makes the server ask every role for its
         password (the owner's is kept in the data directory); another server is refused while
         its ``pg_hba.conf`` trusts any connection. The tenant writes Store rows only under its
-        scope's memory namespace by the setting ``store_namespace``.
+        scope's memory namespace by the setting ``store_namespace``. It reads the facts of the
+        levels of memory its scope reads under ``share`` (as set now: run this again after
+        changing it), and writes its own scope's only.
         Raises :class:`ConfigurationError` where the database has no tenant group role."""
         from agent_memory.store.namespaces import NamespaceTemplate
 
@@ -167,7 +169,8 @@ class Management:
         namespace = NamespaceTemplate(self.settings.memory.store_namespace).render(scope)
         pool = await self._apool()
         async with pool.connection() as conn, conn.transaction():
-            role, password = await tenant_repo.create(conn, scope, namespace)
+            reads = scope.levels(self.settings.memory.share)
+            role, password = await tenant_repo.create(conn, scope, namespace, reads)
             dsn = conn.info.dsn
         params = psycopg.conninfo.conninfo_to_dict(dsn)
         params.update(user=role, password=password)

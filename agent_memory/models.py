@@ -48,6 +48,17 @@ def scope_label(user_id: str | None, agent_id: str | None, workflow_id: str | No
     return " ".join(parts) if parts else "global"
 
 
+# What a scope reads besides itself (AGENT_MEMORY_SHARE, see Scope.levels): nothing; the
+# person's levels; those and the agent's own knowledge.
+Share = Literal["exact", "user", "user,agent"]
+SHARES: tuple[Share, ...] = get_args(Share)
+
+# The level a fact is filed at, by the parts of its scope: the person (user only), the person
+# with one agent, the person in one workflow (with an agent or not), an agent's own knowledge
+# (agent only); "scope" for any other shape (no user, and a workflow or nothing at all).
+Level = Literal["user", "user_agent", "workflow", "agent", "scope"]
+
+
 @dataclass(frozen=True, slots=True)
 class Scope:
     """Whose memory: (user_id, agent_id, workflow_id), each optional and matched exactly.
@@ -79,6 +90,46 @@ class Scope:
 
     def as_dict(self) -> dict[str, str | None]:
         return dict(zip(SCOPE_FIELDS, self.params, strict=True))
+
+    @property
+    def level(self) -> Level:
+        """Which level of memory a fact filed under this scope belongs to (see :data:`Level`)."""
+        user, agent, workflow = self.params
+        if user is None:
+            return "agent" if agent is not None and workflow is None else "scope"
+        if workflow is not None:
+            return "workflow"
+        return "user_agent" if agent is not None else "user"
+
+    def levels(self, share: Share = "user") -> tuple[Scope, ...]:
+        """The scopes whose facts this scope reads under ``share`` (AGENT_MEMORY_SHARE), itself
+        first. The one rule of what crosses (docs/guide.md, "Levels of memory"):
+
+        * ``exact``: this scope alone (the behaviour before levels);
+        * ``user``: also the person's level ``(user_id, None, None)`` and, from a workflow of an
+          agent, the person with that agent ``(user_id, agent_id, None)``; a scope with no
+          ``user_id`` reads itself alone;
+        * ``user,agent``: also the agent's own knowledge ``(None, agent_id, None)``, shared by
+          all its users.
+
+        A scope only ever reads scopes made by leaving its own parts out, never one with a part
+        it does not have: ``(alice, billing)`` never reads ``(alice, support)`` nor
+        ``(alice, support, w1)``, and nothing of another user.
+
+        Example::
+
+            >>> [s.label for s in Scope("alice", "support", "w1").levels("user")]
+            ['user=alice agent=support workflow=w1', 'user=alice agent=support', 'user=alice']
+        """
+        user, agent, workflow = self.params
+        found = [self]
+        if share != "exact" and user is not None:
+            if agent is not None and workflow is not None:
+                found.append(Scope(user, agent))
+            found.append(Scope(user))
+        if share == "user,agent" and agent is not None:
+            found.append(Scope(agent_id=agent))
+        return tuple(dict.fromkeys(found))
 
 
 @dataclass(frozen=True)
@@ -286,6 +337,12 @@ class Snippet(BaseModel):
         return f"{said} \u2014 {self.reply.speaker}: {self.reply.content}" if self.reply else said
 
 
+# How the frame marks a fact of a level where it helps the agent: an agent's own knowledge is
+# how a task is done, not something about the user. Facts of the person's levels are about
+# the user, as the frame's heading says, and carry no mark.
+_TAGS: dict[str, str] = {"agent": " [agent knowledge, not about this user]"}
+
+
 class WorkingMemoryFrame(BaseModel):
     """What ``inject_memory`` puts in ``state["working_memory"]``.
 
@@ -306,6 +363,9 @@ class WorkingMemoryFrame(BaseModel):
     # when each fact became true, as said in the prompt ("since 2026-05-20"; events "on ...");
     # empty when dates are not given (AGENT_MEMORY_INJECT_DATES)
     fact_dates: list[str] = Field(default_factory=list)
+    # the level of memory each fact is filed at (Scope.level), when inject read more than one
+    # (AGENT_MEMORY_SHARE); empty when it read its own scope alone
+    fact_levels: list[Level] = Field(default_factory=list)
     history: list[HistoryEntry] = Field(default_factory=list)  # newest first
     # messages of past conversations relevant to the question (AGENT_MEMORY_INJECT_SNIPPETS_TOKENS)
     snippets: list[Snippet] = Field(default_factory=list)
@@ -316,11 +376,12 @@ class WorkingMemoryFrame(BaseModel):
         parts: list[str] = []
         if self.injected_facts:
             dates = self.fact_dates or [""] * len(self.injected_facts)
+            levels = self.fact_levels or ["scope"] * len(self.injected_facts)
             parts.append(
                 "What you know about the user:\n"
                 + "\n".join(
-                    f"- {f} ({d})" if d else f"- {f}"
-                    for f, d in zip(self.injected_facts, dates, strict=True)
+                    f"- {f}{_TAGS.get(level, '')} ({d})" if d else f"- {f}{_TAGS.get(level, '')}"
+                    for f, d, level in zip(self.injected_facts, dates, levels, strict=True)
                 )
             )
         if self.snippets:

@@ -7,6 +7,7 @@ run (see each module's docstring):
 
 * inject        - inject (importance; relevance by full text and by embeddings), record single
                   and batched, the seed's query; recall@5 on the labelled set
+* levels        - inject reading three levels of memory against one, at 10,000 facts a scope
 * snippets      - searching past conversations (full text, hybrid) at 100,000 messages a scope
 * recall        - recall@k, MRR, tokens and inject time per ranking on the built-in set
 * decay         - a daily decay run against the seed's UPDATE + DELETE on the same data
@@ -34,6 +35,7 @@ from benchmarks._common import ROOT
 
 SECTIONS = (
     "inject",
+    "levels",
     "snippets",
     "recall",
     "decay",

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from agent_memory import MemoryManager, Scope
 from agent_memory.db import facts as fact_repo
 from agent_memory.models import Fact
-from agent_memory.settings import Settings
+from agent_memory.settings import MemorySettings, Settings
 
 SEED_QUERY = """
 SELECT content FROM agent_memory.memory_items
@@ -39,7 +39,17 @@ scopes = st.lists(st.builds(Scope, part, part, part), min_size=1, max_size=12, u
 
 @pytest.fixture
 def sync_manager(settings: Settings) -> Iterator[MemoryManager]:
-    manager = MemoryManager.create_sync(settings=settings, migrate=False)
+    # the scope alone (AGENT_MEMORY_SHARE=exact): what levels add is checked below
+    exact = settings.model_copy(update={"memory": MemorySettings(share="exact")})
+    manager = MemoryManager.create_sync(settings=exact, migrate=False)
+    yield manager
+    manager.close_sync()
+
+
+@pytest.fixture
+def sharing_manager(settings: Settings) -> Iterator[MemoryManager]:
+    shared = settings.model_copy(update={"memory": MemorySettings(share="user,agent")})
+    manager = MemoryManager.create_sync(settings=shared, migrate=False)
     yield manager
     manager.close_sync()
 
@@ -66,3 +76,29 @@ def test_each_scope_sees_exactly_its_own_facts(
         assert frame.injected_facts == [f"fact-{i}"], scope
         oracle = [r[0] for r in db.execute(SEED_QUERY, scope.params).fetchall()]
         assert oracle == frame.injected_facts
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(scopes=scopes)
+def test_each_scope_sees_exactly_the_facts_of_its_levels(
+    sharing_manager: MemoryManager, db: psycopg.Connection[Any], scopes: list[Scope]
+) -> None:
+    """With levels, still through the index: a scope sees its own facts and those of the
+    scopes Scope.levels names (parts left out, never a part changed), and no other."""
+    db.execute("TRUNCATE agent_memory.memory_items CASCADE")
+    now = datetime.now(UTC)
+    with sharing_manager._spool().connection() as conn:
+        for i, scope in enumerate(scopes):
+            conn.execute(
+                fact_repo.UPSERT,
+                fact_repo.upsert_params(
+                    scope, Fact(content=f"fact-{i}", importance=0.5), now, None
+                ),
+            )
+    for scope in scopes:
+        frame = sharing_manager.inject_sync(scope)
+        read = scope.levels("user,agent")
+        expected = {f"fact-{i}" for i, other in enumerate(scopes) if other in read}
+        assert set(frame.injected_facts) == expected, scope

@@ -6,6 +6,7 @@ the fact ranking (:mod:`agent_memory.db.recall`), the conversation search
 from __future__ import annotations
 
 from agent_memory.db.fragments import SCOPE_MATCH
+from agent_memory.db.levels import LEVEL_KEYS, LEVELS_MATCH
 
 # Any word of the message, stemmed: plainto_tsquery ANDs the words (and chains compounds with
 # <->); every operator between two quoted lexemes becomes OR. NULL text: no relevance. A
@@ -16,7 +17,9 @@ QUERY = """(SELECT regexp_replace(plainto_tsquery('english', %(text)s)::text,
                                   ' (&|<->|<[0-9]+>) ', ' | ', 'g')::tsquery AS q)"""
 
 
-def text_hits(table: str, where: str, tie: str, corpus: str | None = None) -> str:
+def text_hits(
+    table: str, where: str, tie: str, corpus: str | None = None, one_level: str | None = None
+) -> str:
     """CTEs ranking the rows of ``table`` (alias ``m``) that ``where`` admits by full text
     against the question: ``text_hits(id, r, n)``, rank ``r`` and the share ``n`` in [0, 1]
     of the question's weight that a row holds. Equal scores: the larger ``tie`` first.
@@ -44,17 +47,32 @@ def text_hits(table: str, where: str, tie: str, corpus: str | None = None) -> st
     hold ``GATHER`` rows or fewer in all, is ranked exactly. The gathered words are read as a
     value rather than joined, so that with none gathered the scope is not scanned whatever join
     order a generic plan took (one made before the table had statistics scanned it all).
+
+    ``one_level``: ``where`` reads several levels of memory (``agent_memory.db.levels``), and
+    this is its condition for the one level ``lk.key``. The levels are ranked as one corpus:
+    their statistics summed, the latest ``_SAMPLE`` rows read from each level's index in turn.
     """
     if corpus is None:
         rows = f"SELECT count(*) AS n, coalesce(avg(length(m.search)), 0) AS avg_len FROM {table} m"
         held = f"SELECT count(*) AS n FROM {table} m WHERE {where} AND m.search @@ t.q"
         counts = f"{rows} WHERE {where}"
     else:
-        counted = f"agent_memory.term_counts k WHERE k.corpus = '{corpus}' AND k.{SCOPE_MATCH}"
+        match = SCOPE_MATCH if one_level is None else LEVELS_MATCH
+        counted = f"agent_memory.term_counts k WHERE k.corpus = '{corpus}' AND k.{match}"
         counts = f"""SELECT coalesce(sum(k.docs), 0) AS n,
            coalesce(sum(k.size), 0)::float8 / greatest(coalesce(sum(k.docs), 0), 1) AS avg_len
     FROM {counted} AND k.lexeme = ''"""
         held = f"SELECT coalesce(sum(k.docs), 0) AS n FROM {counted} AND k.lexeme = t.lexeme"
+    sample = f"""SELECT m.id, m.{tie}, m.search FROM {table} m
+    WHERE %(text)s::text IS NOT NULL AND {where}
+    ORDER BY m.{tie} DESC LIMIT {_SAMPLE}"""
+    if one_level is not None:
+        sample = f"""SELECT s.id, s.{tie}, s.search
+    FROM unnest({LEVEL_KEYS}) AS lk(key)
+    CROSS JOIN LATERAL (SELECT m.id, m.{tie}, m.search FROM {table} m
+                        WHERE %(text)s::text IS NOT NULL AND {one_level}
+                        ORDER BY m.{tie} DESC LIMIT {_SAMPLE}) AS s
+    ORDER BY s.{tie} DESC LIMIT {_SAMPLE}"""
     return f"""query AS MATERIALIZED {QUERY},
 terms AS (
     SELECT lexeme, quote_literal(lexeme)::tsquery AS q
@@ -67,9 +85,7 @@ weights AS MATERIALIZED (
     FROM terms t CROSS JOIN corpus c CROSS JOIN LATERAL ({held}) AS df
 ),
 sample AS MATERIALIZED (
-    SELECT m.id, m.{tie}, m.search FROM {table} m
-    WHERE %(text)s::text IS NOT NULL AND {where}
-    ORDER BY m.{tie} DESC LIMIT {_SAMPLE}
+    {sample}
 ),
 gathered AS MATERIALIZED (
     SELECT string_agg(q::text, ' | ')::tsquery AS q

@@ -58,15 +58,27 @@ from agent_memory.db.dual import Connection, Run, Steps, Transaction, dual
 from agent_memory.db.embeddings import vector_text
 from agent_memory.db.fragments import SCOPE_MATCH, importance_on
 from agent_memory.db.fulltext import text_hits
+from agent_memory.db.levels import LEVEL_KEYS, LEVELS_MATCH, ONE_LEVEL, level_key
 from agent_memory.models import Scope
 from agent_memory.settings import MAX_HALF_LIFE
 
-_CURRENT = f"""{SCOPE_MATCH} AND m.superseded_at IS NULL
+
+def _current(match: str) -> str:
+    """A current fact (not superseded, above the importance floor) that ``match`` admits."""
+    return f"""{match} AND m.superseded_at IS NULL
       AND {importance_on("m.expires_day", "%(day)s", "m.half_life")} >= %(min_importance)s"""
 
 
+_CURRENT = _current(SCOPE_MATCH)
+
+
 def vector_hits(
-    table: str, embeddings: str, key: str, where: str, ann: AnnIndex | None = None
+    table: str,
+    embeddings: str,
+    key: str,
+    where: str,
+    ann: AnnIndex | None = None,
+    levels: tuple[AnnIndex | None, ...] | None = None,
 ) -> str:
     """The CTE ``vector_hits(id, r, n)``: the rows of ``table`` (alias ``m``) that ``where``
     admits, nearest to the question's vector first, ``n`` their cosine similarity to it,
@@ -82,10 +94,39 @@ def vector_hits(
     the nearest are read from it, approximately, instead of comparing every vector of the
     scope. The statement then names the index's scope tag and model as constants, as its
     partial predicate does, so that any plan of it can use the index, a prepared one's too.
+
+    ``levels``: ``where`` reads several levels of memory (:mod:`agent_memory.db.levels`), one
+    entry per level in their order, each that level's own index or None; each level's nearest
+    are read as one scope's are, and the nearest of them all kept.
     """
+    if levels is None:
+        nearest = _nearest(embeddings, key, f"e.{SCOPE_MATCH}", ann)
+    else:
+        each = "\n                      UNION ALL ".join(
+            f"({_nearest(embeddings, key, f'e.scope_key = {level_key(n)}', level)})"
+            for n, level in enumerate(levels)
+        )
+        nearest = f"""SELECT id, distance FROM ({each}) AS each_level
+                      ORDER BY distance LIMIT 2 * %(candidates)s"""
+    return f"""vector_hits AS (
+    SELECT id, r, CASE WHEN floor > 0 THEN greatest(similarity - floor, 0) / (1 - floor)
+                       ELSE greatest(similarity, 0) END AS n
+    FROM (SELECT id, row_number() OVER (ORDER BY distance, id) AS r, 1 - distance AS similarity,
+                 CASE WHEN %(vector_floor)s::bool AND count(*) OVER () >= %(candidates)s
+                      THEN least(1 - max(distance) OVER (), 0.999999) ELSE 0 END AS floor
+          FROM (SELECT m.id, nearest.distance
+                FROM ({nearest}) AS nearest
+                CROSS JOIN LATERAL {by_id(table, "nearest.id")} AS m
+                WHERE {where}
+                ORDER BY nearest.distance LIMIT %(candidates)s) AS found) AS ranked
+)"""
+
+
+def _nearest(embeddings: str, key: str, scope: str, ann: AnnIndex | None) -> str:
+    """One scope's ``2 * candidates`` nearest vectors (``scope``: the condition on ``e``)."""
     if ann is None:
         distance = "e.embedding <=> %(vector)s::vector"
-        match = f"e.{SCOPE_MATCH} AND e.model = %(model)s"
+        match = f"{scope} AND e.model = %(model)s"
         dims = "vector_dims(e.embedding) = vector_dims(%(vector)s::vector)"
     else:
         d = int(ann.dims)
@@ -95,21 +136,10 @@ def vector_hits(
         model = sql.Literal(ann.model).as_string().replace("%", "%%")
         match = f"e.scope_tag = {scope_tag} AND e.model = {model}"
         dims = f"vector_dims(e.embedding) = {d} AND e.embedding IS NOT NULL"
-    return f"""vector_hits AS (
-    SELECT id, r, CASE WHEN floor > 0 THEN greatest(similarity - floor, 0) / (1 - floor)
-                       ELSE greatest(similarity, 0) END AS n
-    FROM (SELECT id, row_number() OVER (ORDER BY distance, id) AS r, 1 - distance AS similarity,
-                 CASE WHEN %(vector_floor)s::bool AND count(*) OVER () >= %(candidates)s
-                      THEN least(1 - max(distance) OVER (), 0.999999) ELSE 0 END AS floor
-          FROM (SELECT m.id, nearest.distance
-                FROM (SELECT e.{key} AS id, {distance} AS distance
+    return f"""SELECT e.{key} AS id, {distance} AS distance
                       FROM {embeddings} e
                       WHERE %(vector)s::text IS NOT NULL AND {match} AND {dims}
-                      ORDER BY {distance} LIMIT 2 * %(candidates)s) AS nearest
-                CROSS JOIN LATERAL {by_id(table, "nearest.id")} AS m
-                WHERE {where}
-                ORDER BY nearest.distance LIMIT %(candidates)s) AS found) AS ranked
-)"""
+                      ORDER BY {distance} LIMIT 2 * %(candidates)s"""
 
 
 NO_VECTOR_HITS = """vector_hits AS (
@@ -137,18 +167,36 @@ FUSED = """fused AS (
     GROUP BY id
 )"""
 
-_TEXT_HITS = text_hits("agent_memory.memory_items", _CURRENT, "expires_day", "f")
-_VECTOR_HITS = vector_hits(
-    "agent_memory.memory_items", "agent_memory.fact_embeddings", "fact_id", _CURRENT
-)
+_FACTS = "agent_memory.memory_items"
+_EMBEDDINGS = "agent_memory.fact_embeddings"
+# the full-text side of the ranking of one scope (read alone by tests/test_term_counts.py)
+_TEXT_HITS = text_hits(_FACTS, _CURRENT, "expires_day", "f")
+# the same reading every level a scope reads (agent_memory.db.levels), and one of them
+_CURRENT_LEVELS = _current(LEVELS_MATCH)
+_CURRENT_LEVEL = _current(f"m.{ONE_LEVEL}")
 
-_RANK = f"""
-WITH {_TEXT_HITS},
-{{vector_hits}},
+
+def _rank(vector_hits: str, levels: bool = False) -> str:
+    """The ranking statement (see the module) with this ``vector_hits`` CTE; ``levels``: over
+    several levels of memory, each row with the scope it is filed under."""
+    current, text = _CURRENT, _TEXT_HITS
+    top = f"""SELECT m.id FROM {_FACTS} m
+    WHERE {current}
+    ORDER BY m.expires_day DESC LIMIT %(candidates)s"""
+    origin = ""
+    if levels:
+        current = _CURRENT_LEVELS
+        text = text_hits(_FACTS, current, "expires_day", "f", one_level=_CURRENT_LEVEL)
+        top = f"""SELECT t.id FROM unnest({LEVEL_KEYS}) AS lk(key)
+    CROSS JOIN LATERAL (SELECT m.id, m.expires_day FROM {_FACTS} m WHERE {_CURRENT_LEVEL}
+                        ORDER BY m.expires_day DESC LIMIT %(candidates)s) AS t
+    ORDER BY t.expires_day DESC LIMIT %(candidates)s"""
+        origin = ", user_id, agent_id, workflow_id"
+    return f"""
+WITH {text},
+{vector_hits},
 top AS (
-    SELECT m.id FROM agent_memory.memory_items m
-    WHERE {_CURRENT}
-    ORDER BY m.expires_day DESC LIMIT %(candidates)s
+    {top}
 ),
 {FUSED},
 candidates AS (
@@ -157,11 +205,11 @@ candidates AS (
     SELECT id, 0 FROM top WHERE id NOT IN (SELECT id FROM fused WHERE relevance > 0)
 ),
 scored AS (
-    SELECT m.id, m.content, m.expires_day, c.relevance,
+    SELECT m.id, m.content, m.expires_day, c.relevance{origin.replace(", ", ", m.")},
            {importance_on("m.expires_day", "%(day)s", "m.half_life")} AS importance,
            exp(greatest(-ln(2) * greatest(%(day)s - agent_memory.day_index(m.importance_at), 0)
                         / %(half_life)s::float8, -700)) AS recency
-    FROM candidates c CROSS JOIN LATERAL {by_id("agent_memory.memory_items", "c.id")} AS m
+    FROM candidates c CROSS JOIN LATERAL {by_id(_FACTS, "c.id")} AS m
 ),
 priored AS (
     SELECT *, coalesce((%(w_importance)s * importance + %(w_recency)s * recency)
@@ -171,26 +219,35 @@ priored AS (
 SELECT id, content, importance,
        CASE WHEN relevance > 0 THEN relevance * (1 - %(prior_weight)s + %(prior_weight)s * prior)
             WHEN %(text)s::text IS NULL AND %(vector)s::text IS NULL THEN prior
-            ELSE 0 END AS score
+            ELSE 0 END AS score{origin}
 FROM priored
 ORDER BY relevance > 0 DESC, score DESC, prior DESC, expires_day DESC, id
 LIMIT %(limit)s
 """
 
+
 # Full text alone (also what runs where pgvector is missing: no reference to its types).
-RANKED_TEXT = _RANK.format(vector_hits=NO_VECTOR_HITS)
+RANKED_TEXT = _rank(NO_VECTOR_HITS)
 # Full text and meaning (or meaning alone, with no text).
-RANKED_HYBRID = _RANK.format(vector_hits=_VECTOR_HITS)
+RANKED_HYBRID = _rank(vector_hits(_FACTS, _EMBEDDINGS, "fact_id", _CURRENT))
 
 
 @functools.lru_cache(maxsize=1024)
 def ranked_hybrid_ann(ann: AnnIndex) -> str:
     """:data:`RANKED_HYBRID` reading a large scope's nearest facts from its own HNSW index."""
-    return _RANK.format(
-        vector_hits=vector_hits(
-            "agent_memory.memory_items", "agent_memory.fact_embeddings", "fact_id", _CURRENT, ann
-        )
-    )
+    return _rank(vector_hits(_FACTS, _EMBEDDINGS, "fact_id", _CURRENT, ann))
+
+
+# Over several levels of memory (agent_memory.db.levels): full text alone, and with meaning,
+# each level's vectors read from its own HNSW index where it has one (an entry per level).
+RANKED_LEVELS_TEXT = _rank(NO_VECTOR_HITS, levels=True)
+
+
+@functools.lru_cache(maxsize=1024)
+def ranked_levels_hybrid(anns: tuple[AnnIndex | None, ...]) -> str:
+    """:data:`RANKED_HYBRID` over levels, one entry of ``anns`` per level read."""
+    hits = vector_hits(_FACTS, _EMBEDDINGS, "fact_id", _CURRENT_LEVELS, levels=anns)
+    return _rank(hits, levels=True)
 
 
 Ranked = list[tuple[int, str, float, float]]  # fact id, content, importance, score

@@ -11,6 +11,7 @@ from psycopg import sql
 
 from agent_memory.db import auth
 from agent_memory.db.fragments import SCOPE_MATCH
+from agent_memory.db.levels import LEVEL_KEYS, levels_params
 from agent_memory.errors import ConfigurationError
 from agent_memory.models import Scope
 
@@ -22,6 +23,9 @@ INSERT INTO agent_memory.tenants (role_name, user_id, agent_id, workflow_id)
 VALUES (%(role)s, %(user_id)s, %(agent_id)s, %(workflow_id)s)
 """
 NAMESPACE = "UPDATE agent_memory.tenants SET namespace = %s WHERE role_name = %s"
+# the keys of the levels of memory the tenant reads (sql/0024), made by the one definition
+READS = f"""UPDATE agent_memory.tenants SET read_keys = {LEVEL_KEYS}
+WHERE role_name = %(role)s"""
 LIST = """SELECT role_name, user_id, agent_id, workflow_id, created_at
 FROM agent_memory.tenants ORDER BY created_at, role_name"""
 FORGET = f"DELETE FROM agent_memory.tenants WHERE {SCOPE_MATCH} RETURNING role_name"
@@ -33,11 +37,16 @@ async def _role(conn: psycopg.AsyncConnection[Any], scope: Scope) -> str | None:
 
 
 async def create(
-    conn: psycopg.AsyncConnection[Any], scope: Scope, namespace: tuple[str, ...] | None
+    conn: psycopg.AsyncConnection[Any],
+    scope: Scope,
+    namespace: tuple[str, ...] | None,
+    reads: tuple[Scope, ...] = (),
 ) -> tuple[str, str]:
     """The login role of ``scope`` (made now, or the one it has) with a new password: (role,
     password). ``namespace``: the scope's memory namespace in the Store (its template's; None:
-    it has none), the only one under which the tenant may write Store rows (sql/0019). In the
+    it has none), the only one under which the tenant may write Store rows (sql/0019).
+    ``reads``: the levels of memory whose facts it may read besides its own (sql/0024; the
+    scope's :meth:`~agent_memory.models.Scope.levels`), recorded anew each time. In the
     caller's transaction. Refused where the server lets connections in without a password."""
     await auth.refuse_trust(conn)
     row = await (await conn.execute(GROUP_EXISTS, (GROUP,))).fetchone()
@@ -62,6 +71,7 @@ async def create(
     await conn.execute(auth.set_password(role, password))
     ns = list(namespace) if namespace is not None else None
     await conn.execute(NAMESPACE, (ns, role))
+    await conn.execute(READS, {"role": role, **levels_params((scope, *reads))})
     return role, password
 
 

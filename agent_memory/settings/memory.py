@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from agent_memory.models import FactKind
+from agent_memory.models import FactKind, Share
 
 # the longest half-life a fact may reach, however often it is said (days: a century)
 MAX_HALF_LIFE = 36_500.0
@@ -169,6 +169,15 @@ class MemorySettings(BaseSettings):
         default=0, ge=0, le=100, description="recent episode summaries to inject (0: none)"
     )
 
+    # -- levels of memory (docs: guide "Levels of memory") --------------------------------------
+    share: Share = Field(
+        default="user",
+        description="what a scope reads besides its own facts (inject, search, the tools, "
+        "MCP): exact, nothing; user, the person's facts (user_id alone) and, from a workflow, "
+        "the person with that agent's; user,agent, also the agent's own knowledge (agent_id "
+        "alone), shared by all its users. Never a sibling scope's or another user's",
+    )
+
     store_namespace: tuple[str, ...] = Field(
         default=("memories", "{user_id}"),
         description="the LangGraph Store's memory namespaces: labels, with {user_id}, "
@@ -202,6 +211,15 @@ class MemorySettings(BaseSettings):
     def _old_ranking_name(cls, value: object) -> object:
         # "relevance" was the weighted mix this ranking replaced; it means the hybrid now
         return "hybrid" if value == "relevance" else value
+
+    @field_validator("share", mode="before")
+    @classmethod
+    def _share_words(cls, value: object) -> object:
+        # "agent, user" names the same levels as "user,agent"
+        if isinstance(value, str) and "," in value:
+            words = {w.strip().lower() for w in value.split(",")}
+            return "user,agent" if words == {"user", "agent"} else value
+        return value
 
     @model_validator(mode="after")
     def _some_weight(self) -> MemorySettings:

@@ -1,0 +1,89 @@
+"""A scope's facts read over several levels of memory (docs/guide.md, "Levels of memory"): the
+hybrid ranking of :mod:`agent_memory.db.recall` and the importance order of
+:data:`agent_memory.db.facts.TOP`, over the levels :meth:`~agent_memory.models.Scope.levels`
+names, each fact with the scope it is filed under. One level is the statement of one scope
+(the callers use it unchanged, so ``AGENT_MEMORY_SHARE=exact`` reads as before levels)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import date
+from typing import Any
+
+from agent_memory.db.ann_indexes import AnnIndex
+from agent_memory.db.dual import Run, Steps, dual
+from agent_memory.db.embeddings import vector_text
+from agent_memory.db.facts import top_params
+from agent_memory.db.fragments import importance_on
+from agent_memory.db.levels import LEVEL_KEYS, levels_params
+from agent_memory.db.recall import (
+    RANKED_LEVELS_TEXT,
+    Ranked,
+    fetch_ranking_steps,
+    ranked_levels_hybrid,
+)
+from agent_memory.models import Scope
+
+# fact id -> the scope it is filed under
+Origins = dict[int, Scope]
+
+# TOP over the levels: each level's most lasting facts read from its own index in order, then
+# the best of them all
+TOP_LEVELS = f"""
+SELECT t.id, t.content, t.importance, t.user_id, t.agent_id, t.workflow_id
+FROM unnest({LEVEL_KEYS}) AS lk(key)
+CROSS JOIN LATERAL (
+    SELECT m.id, m.content, {importance_on()} AS importance, m.expires_day,
+           m.user_id, m.agent_id, m.workflow_id
+    FROM agent_memory.memory_items m
+    WHERE m.scope_key = lk.key
+      AND m.superseded_at IS NULL
+      AND {importance_on()} >= %(min_importance)s
+    ORDER BY m.expires_day DESC
+    LIMIT %(limit)s) AS t
+ORDER BY t.expires_day DESC, t.id
+LIMIT %(limit)s
+"""
+
+
+def _split(rows: list[Any], scored: bool) -> tuple[Ranked, Origins]:
+    """(id, content, importance, score) of each row, and the scope each is filed under (the
+    rows' last three columns); unscored rows are scored by their importance."""
+    ranked = [(int(r[0]), str(r[1]), float(r[2]), float(r[3] if scored else r[2])) for r in rows]
+    return ranked, {int(r[0]): Scope(*r[-3:]) for r in rows}
+
+
+def top_levels_steps(
+    levels: Sequence[Scope], min_importance: float, limit: int, on: date
+) -> Steps[tuple[Ranked, Origins]]:
+    """The most important current facts of all ``levels`` (the scope itself first), as
+    :func:`agent_memory.db.facts.top` gives one scope's, scored by their importance."""
+    params = {**top_params(levels[0], min_importance, limit, on), **levels_params(levels)}
+    rows: list[Any] = yield Run(TOP_LEVELS, params)
+    return _split(rows, False)
+
+
+def ranked_levels_steps(
+    params: dict[str, Any],
+    levels: Sequence[Scope],
+    vector: list[float] | None = None,
+    anns: Sequence[AnnIndex | None] | None = None,
+) -> Steps[tuple[Ranked, Origins]]:
+    """:func:`agent_memory.db.recall.ranked` over all ``levels`` ranked as one scope: by full
+    text (the levels' statistics summed), and by meaning when ``vector`` is given, each level's
+    nearest read through its own HNSW index where ``anns`` names one."""
+    values = {**params, **levels_params(levels)}
+    if vector is None:
+        rows = yield from fetch_ranking_steps(RANKED_LEVELS_TEXT, values, False)
+        return _split(rows, True)
+    indexes = tuple(anns) if anns is not None else (None,) * len(levels)
+    if len(indexes) != len(levels):
+        raise ValueError(f"{len(indexes)} indexes for {len(levels)} levels")
+    query = ranked_levels_hybrid(indexes)
+    values["vector"] = vector_text(vector)
+    rows = yield from fetch_ranking_steps(query, values, any(a is not None for a in indexes))
+    return _split(rows, True)
+
+
+ranked_levels, ranked_levels_sync = dual(ranked_levels_steps)
+top_levels, top_levels_sync = dual(top_levels_steps)

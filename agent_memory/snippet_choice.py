@@ -1,0 +1,83 @@
+"""Which past messages an inject shows beside its facts, within its token budget."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from agent_memory.db.recall import Ranked
+from agent_memory.models import Snippet
+
+# snippets: the longest text one may inject (a pasted document is not a memory), the token
+# estimate, and the length of a typical dated line (a sentence), which sizes the search
+_SNIPPET_MAX_CHARS = 400
+_CHARS_PER_TOKEN = 4
+_SNIPPET_LINE_CHARS = 120
+
+
+def snippet_rows(tokens: int) -> int:
+    """How many snippets the search returns for a budget of ``tokens`` to choose from: twice
+    as many as the budget holds at typical lines, the rest standing in for those a fact or a
+    better snippet already says. Every row costs the hot path CPU (read, built, weighed against
+    the facts), and rows far down the list seldom make it in (docs/benchmarks.md)."""
+    return max(10, min(500, 2 * tokens * _CHARS_PER_TOKEN // _SNIPPET_LINE_CHARS))
+
+
+def _words(text: str) -> set[str]:
+    """The words that say what a text is about, roughly: those of four letters or more."""
+    return {w for w in re.findall(r"\w+", text.lower()) if len(w) > 3}
+
+
+def _cut(snippet: Snippet) -> Snippet:
+    """The snippet with its text and its reply's cut to what one may inject."""
+    update: dict[str, Any] = {}
+    if len(snippet.content) > _SNIPPET_MAX_CHARS:
+        update["content"] = snippet.content[: _SNIPPET_MAX_CHARS - 1] + "\u2026"
+    if snippet.reply is not None and len(snippet.reply.content) > _SNIPPET_MAX_CHARS:
+        text = snippet.reply.content[: _SNIPPET_MAX_CHARS - 1] + "\u2026"
+        update["reply"] = snippet.reply.model_copy(update={"content": text})
+    return snippet.model_copy(update=update) if update else snippet
+
+
+def _covers(fact: set[str], snippet: set[str]) -> bool:
+    """True when a fact says what a snippet says (most of the shorter one's words)."""
+    if not fact or not snippet:
+        return False
+    return len(fact & snippet) >= 0.8 * min(len(fact), len(snippet))
+
+
+def chosen_snippets(found: list[Snippet], facts: Ranked, tokens: int) -> list[Snippet]:
+    """The best snippets within the token budget, skipping what an injected fact or a
+    better snippet already says. A question's reply counts as what the snippet says: the
+    question alone is context for it."""
+    budget = tokens * _CHARS_PER_TOKEN
+    facts_say = [_words(content) for _, content, _, _ in facts]
+    chosen: list[tuple[Snippet, set[str]]] = []
+    shown: set[tuple[int, int]] = set()  # (episode, position) of each message shown whole
+    for snippet in found:
+        snippet = _cut(snippet)
+        if snippet.reply is not None and (snippet.episode_id, snippet.reply.position) in shown:
+            snippet = snippet.model_copy(update={"reply": None})  # said already
+        if snippet.reply is None and (snippet.episode_id, snippet.position) in shown:
+            continue
+        says = _words(snippet.reply.content if snippet.reply else snippet.content)
+        # what a fact or a better snippet already says is not worth its tokens again
+        if any(_covers(said, says) for said in facts_say):
+            continue
+        cost = len(snippet.line())
+        same = next((i for i, (_, said) in enumerate(chosen) if _covers(said, says)), None)
+        if same is not None:
+            # the user's own words stand in for another's restatement of them, at its rank
+            other = chosen[same][0]
+            freed = len(other.line())
+            if snippet.role == "user" != other.role and cost <= budget + freed:
+                budget += freed - cost
+                chosen[same] = (snippet.model_copy(update={"score": other.score}), says)
+            continue
+        if cost > budget:
+            break
+        budget -= cost
+        chosen.append((snippet, says))
+        if snippet.reply is not None:
+            shown.add((snippet.episode_id, snippet.reply.position))
+    return [snippet for snippet, _ in chosen]
