@@ -1,4 +1,4 @@
-"""Tenant mode with levels of memory (issue 39; sql/0024): a tenant of (alice, support) reads
+"""Tenant mode with levels of memory (issue 39; sql/0023): a tenant of (alice, support) reads
 the facts of the levels its scope reads, and nothing else, whatever SQL it runs; it writes its
 own scope only. Each probe is hand-written SQL on the tenant's own connection."""
 

@@ -23,7 +23,7 @@ INSERT INTO agent_memory.tenants (role_name, user_id, agent_id, workflow_id)
 VALUES (%(role)s, %(user_id)s, %(agent_id)s, %(workflow_id)s)
 """
 NAMESPACE = "UPDATE agent_memory.tenants SET namespace = %s WHERE role_name = %s"
-# the keys of the levels of memory the tenant reads (sql/0024), made by the one definition
+# the keys of the levels of memory the tenant reads (sql/0023), made by the one definition
 READS = f"""UPDATE agent_memory.tenants SET read_keys = {LEVEL_KEYS}
 WHERE role_name = %(role)s"""
 LIST = """SELECT role_name, user_id, agent_id, workflow_id, created_at
@@ -45,7 +45,7 @@ async def create(
     """The login role of ``scope`` (made now, or the one it has) with a new password: (role,
     password). ``namespace``: the scope's memory namespace in the Store (its template's; None:
     it has none), the only one under which the tenant may write Store rows (sql/0019).
-    ``reads``: the levels of memory whose facts it may read besides its own (sql/0024; the
+    ``reads``: the levels of memory whose facts it may read besides its own (sql/0023; the
     scope's :meth:`~agent_memory.models.Scope.levels`), recorded anew each time. In the
     caller's transaction. Refused where the server lets connections in without a password."""
     await auth.refuse_trust(conn)

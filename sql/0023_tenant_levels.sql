@@ -1,4 +1,4 @@
--- agent-memory schema, version 24: a tenant reads the levels of memory its scope reads
+-- agent-memory schema, version 23: a tenant reads the levels of memory its scope reads
 -- (issue 39; docs/guide.md, "Levels of memory").
 --
 -- Schema 16 confined a tenant to the rows of its scope. A scope now reads its own facts and
