@@ -57,6 +57,7 @@ SHARES: tuple[Share, ...] = get_args(Share)
 # with one agent, the person in one workflow (with an agent or not), an agent's own knowledge
 # (agent only); "scope" for any other shape (no user, and a workflow or nothing at all).
 Level = Literal["user", "user_agent", "workflow", "agent", "scope"]
+LEVELS: tuple[Level, ...] = get_args(Level)
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +202,9 @@ class Operation(BaseModel):
     # an update or delete of a fact that an earlier episode of the same batch said (no id yet):
     # that fact's content, as this answer adds it
     replaces: str | None = None
+    # the level of memory an added or updated fact belongs to, as the extractor says it (None:
+    # by its kind, or the updated fact's own; see agent_memory.levels)
+    level: Level | None = None
 
     @property
     def fact(self) -> Fact:
@@ -210,13 +214,15 @@ class Operation(BaseModel):
 
 @dataclass(frozen=True)
 class KnownFact:
-    """A current fact shown to the extractor: its short number in the prompt and its id."""
+    """A current fact shown to the extractor: its short number in the prompt and its id; and
+    the scope it is filed under (a level the consolidated scope reads; None: that scope)."""
 
     number: int
     fact_id: int
     content: str
     importance: float
     kind: FactKind = "general"
+    scope: Scope | None = None
 
 
 class MemoryItem(BaseModel):

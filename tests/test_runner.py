@@ -16,7 +16,7 @@ from agent_memory.db.connection import resolve
 from agent_memory.errors import ExtractionError
 from agent_memory.extraction import OfflineExtractor
 from agent_memory.extraction.base import Extraction
-from agent_memory.models import Episode, KnownFact
+from agent_memory.models import Episode, KnownFact, Level
 from agent_memory.settings import Settings
 
 USERS = ("direct-a", "direct-b", "direct-c")
@@ -26,11 +26,14 @@ class Refusing(OfflineExtractor):
     """The offline rules, refusing the conversations that mention a marker."""
 
     async def extract(
-        self, episodes: Sequence[Episode], known: Sequence[KnownFact] = ()
+        self,
+        episodes: Sequence[Episode],
+        known: Sequence[KnownFact] = (),
+        levels: Sequence[Level] = (),
     ) -> Extraction:
         if any("REFUSE" in str(m.get("content")) for e in episodes for m in e.messages):
             raise ExtractionError("this extractor refuses the marker")
-        return await super().extract(episodes, known)
+        return await super().extract(episodes, known, levels)
 
 
 async def run(settings: Settings, manager: MemoryManager, extractor: Any) -> dict[str, str]:

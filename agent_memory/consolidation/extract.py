@@ -38,7 +38,8 @@ async def extract_batch(
         return None
     try:
         async with limit if limit is not None else contextlib.nullcontext():
-            extraction = await extractor.extract(batch.episodes, batch.known)
+            levels = [level.level for level in batch.scope.levels(batch.share)]
+            extraction = await extractor.extract(batch.episodes, batch.known, levels)
     except (ExtractionError, TransientExtractionError) as exc:
         batch.spent.add(exc.usage)  # the batch object outlives the task's retries
         raise

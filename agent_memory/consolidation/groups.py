@@ -34,7 +34,7 @@ from agent_memory.consolidation.write import write_or_yield
 from agent_memory.decay import DEFAULT_REINFORCEMENT, Reinforcement
 from agent_memory.errors import StepError, TransientExtractionError
 from agent_memory.extraction.base import Extraction, Extractor
-from agent_memory.models import DecayFrom, Scope, Window
+from agent_memory.models import DecayFrom, Scope, Share, Window
 from agent_memory.pseudonyms import Namer, by_label, summarise, unquoted
 from agent_memory.settings import JobSettings
 
@@ -132,6 +132,7 @@ class BatchPlan:
     token_budget: int = 8000
     window: Window | None = None
     decay_from: DecayFrom = "import"
+    share: Share = "exact"  # the levels a scope reads and files facts at (AGENT_MEMORY_SHARE)
     reinforce: Reinforcement = DEFAULT_REINFORCEMENT
     # when a failed scope is tried again, and when it is parked
     failures: JobSettings = field(default_factory=JobSettings.model_construct)
@@ -187,6 +188,7 @@ async def _load_one(
         plan.token_budget,
         plan.window,
         plan.decay_from,
+        plan.share,
     )
     member.batch = batch
     member.stage = "loaded" if batch is not None else "done"

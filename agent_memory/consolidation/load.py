@@ -15,7 +15,7 @@ from agent_memory.db import jobs as job_repo
 from agent_memory.decay import today
 from agent_memory.extraction.base import Extractor, Usage, checksum
 from agent_memory.extraction.prompt import format_episodes
-from agent_memory.models import DecayFrom, Episode, KnownFact, Scope, Window
+from agent_memory.models import DecayFrom, Episode, KnownFact, Scope, Share, Window
 
 KNOWN_FACTS = 50  # how many current facts the extractor sees (the most important)
 
@@ -29,8 +29,9 @@ class ScopeBatch:
     checksum: str
     job_id: int
     seen_before: bool  # the last completed job had the same checksum: no LLM call needed
-    # the scope's current facts, numbered as the prompt shows them
+    # the current facts of the levels the scope reads, numbered as the prompt shows them
     known: list[KnownFact] = field(default_factory=list)
+    share: Share = "exact"  # the levels the scope reads and files facts at (Scope.levels)
     # what every extraction attempt cost, retries and failures included (the batch outlives
     # the task's retries, so it is where the attempts add up)
     spent: Usage = field(default_factory=Usage)
@@ -130,10 +131,12 @@ async def load_batch(
     token_budget: int = 8000,
     window: Window | None = None,
     decay_from: DecayFrom = "import",
+    share: Share = "exact",
 ) -> ScopeBatch | None:
     """Load the scope's next batch of pending episodes (oldest first, within the token
     budget and the window), checksum them and open a job row for them; its facts' decay clock
-    starts as ``decay_from`` says.
+    starts as ``decay_from`` says. The extractor is shown the most important current facts of
+    the levels the scope reads under ``share``, each with its scope.
 
     Call only while holding the scope's claim: a job still 'running' then belongs to a run that
     died, and is failed here (taken over) in the same transaction that opens the new job.
@@ -155,8 +158,16 @@ async def load_batch(
         # what the scope knew when these conversations happened (a backfill replays the past:
         # a fact from March has faded by today, but not by May)
         as_of = min(today(), max(e.occurred_at for e in chosen).astimezone(UTC).date())
-        current = await fact_repo.known(conn, scope, KNOWN_FACTS, as_of)
-    known = [KnownFact(n, *fact) for n, fact in enumerate(current, 1)]
+        current = [
+            (fact, level)
+            for level in scope.levels(share)
+            for fact in await fact_repo.known(conn, level, KNOWN_FACTS, as_of)
+        ]
+    # the most important of all levels (a stable sort: the scope's own first among equals)
+    current.sort(key=lambda known: -known[0][2])
+    known = [
+        KnownFact(n, *fact, scope=level) for n, (fact, level) in enumerate(current[:KNOWN_FACTS], 1)
+    ]
     return ScopeBatch(
         scope,
         chosen,
@@ -167,4 +178,5 @@ async def load_batch(
         notes=notes,
         more=len(chosen) < len(pending) or len(pending) == max_episodes,
         decay_from=decay_from,
+        share=share,
     )

@@ -109,10 +109,11 @@ async def one_round(run: Run, group: ScopeGroup) -> None:
 async def _embed(
     run: Run, label: str, members: list[Member], embedder: TextEmbedder, name: Namer = by_label
 ) -> None:
-    """Embed the members' new facts. The facts are already written: a failure here leaves
-    them without embeddings (the next run, or ``agent-memory embed``, catches up), not the
-    scope failed."""
-    work = Embedding([m.scope for m in members], name=name)
+    """Embed the members' new facts, those filed at the levels they read too. The facts are
+    already written: a failure here leaves them without embeddings (the next run, or
+    ``agent-memory embed``, catches up), not the scope failed."""
+    scopes = dict.fromkeys(s for m in members for s in m.scope.levels(run.plan.share))
+    work = Embedding(list(scopes), name=name)
     end = await run.steps.embed(work, embedder, label)
     if end is not None:  # a scope that did not get its turn has the step's error
         error = end if isinstance(end, Exception) else RuntimeError(repr(end))

@@ -21,7 +21,8 @@ from agent_memory.db import term_counts
 from agent_memory.decay import DEFAULT_REINFORCEMENT, Reinforcement
 from agent_memory.extraction.base import Extraction
 from agent_memory.extraction.summary import episode_summary
-from agent_memory.models import Fact, Operation
+from agent_memory.levels import filing_scope
+from agent_memory.models import Fact, Operation, Scope
 
 
 async def write_batch(
@@ -105,19 +106,40 @@ class Applied:
     invalidated: int = 0
 
 
-def _by_source(
-    batch: ScopeBatch, ops: Sequence[Operation]
-) -> list[tuple[list[Fact], list[int], int]]:
-    """The facts the operations write, one per content (the highest importance given, the
-    episodes that said it merged), grouped by the episodes they come from (1-based numbers;
-    a fact whose extractor named none comes from the whole batch), with how many independent
-    mentions each group's facts had: the conversations named (one when none was)."""
-    whole = list(range(1, len(batch.episodes) + 1))
-    said: dict[bytes, tuple[Fact, set[int]]] = {}
+def _filed(batch: ScopeBatch, ops: Sequence[Operation]) -> list[Scope]:
+    """The scope each operation's fact is filed under (agent_memory.levels): the level the
+    extractor named, else that of the fact it replaces (a known fact's, or one this answer
+    adds), else by its kind."""
+    known = {k.fact_id: k.scope for k in batch.known}
+    added: dict[bytes, Scope] = {}
+    filed: list[Scope] = []
     for op in ops:
+        replaced = None
+        if op.op == "update" and op.target is not None:
+            replaced = known.get(op.target)
+        elif op.op == "update" and op.replaces is not None:
+            replaced = added.get(fact_repo.content_hash(op.replaces))
+        scope = filing_scope(batch.scope, batch.share, op.kind, op.level, replaced)
+        if op.op == "add" and op.content is not None:
+            added.setdefault(fact_repo.content_hash(op.content), scope)
+        filed.append(scope)
+    return filed
+
+
+def _by_source(
+    batch: ScopeBatch, ops: Sequence[Operation], filed: Sequence[Scope]
+) -> list[tuple[Scope, list[Fact], list[int], int]]:
+    """The facts the operations write, one per content and scope (the highest importance
+    given, the episodes that said it merged), grouped by the scope they are filed under and the
+    episodes they come from (1-based numbers; a fact whose extractor named none comes from the
+    whole batch), with how many independent mentions each group's facts had: the
+    conversations named (one when none was)."""
+    whole = list(range(1, len(batch.episodes) + 1))
+    said: dict[tuple[Scope, bytes], tuple[Fact, set[int]]] = {}
+    for op, scope in zip(ops, filed, strict=True):
         if op.op not in ("add", "update"):
             continue
-        fact, key = op.fact, fact_repo.content_hash(op.fact.content)
+        fact, key = op.fact, (scope, fact_repo.content_hash(op.fact.content))
         best, numbers = said.get(key, (fact, set()))
         if fact.importance > best.importance:
             fact, best = best, fact
@@ -126,11 +148,12 @@ def _by_source(
         # numbers outside the batch cannot come from a parsed answer; never index past it
         named = {n for n in op.sources if n <= len(batch.episodes)}
         said[key] = (best, numbers | named)
-    groups: dict[tuple[int, ...], list[Fact]] = {}
-    for fact, numbers in said.values():
-        groups.setdefault(tuple(sorted(numbers)), []).append(fact)
+    groups: dict[tuple[Scope, tuple[int, ...]], list[Fact]] = {}
+    for (scope, _), (fact, numbers) in said.items():
+        groups.setdefault((scope, tuple(sorted(numbers))), []).append(fact)
     return [
-        (facts, list(numbers) or whole, max(len(numbers), 1)) for numbers, facts in groups.items()
+        (scope, facts, list(numbers) or whole, max(len(numbers), 1))
+        for (scope, numbers), facts in groups.items()
     ]
 
 
@@ -140,17 +163,21 @@ async def _apply(
     extraction: Extraction,
     reinforce: Reinforcement,
 ) -> Applied:
-    """Apply the operations: write facts, then supersede what updates replaced and deletes
-    invalidated. The superseded facts stay, marked with when and by which fact and job.
+    """Apply the operations: write facts, each under the level it is filed at, then supersede
+    what updates replaced and deletes invalidated, each at its own level. The superseded facts
+    stay, marked with when and by which fact and job.
 
-    Each fact is written with the episodes it comes from as its sources, and its decay clock
-    starts at theirs (:meth:`ScopeBatch.clock`), not at the batch's newest."""
+    Each fact is written with the episodes it comes from as its sources (whose scopes say
+    exactly where it was learned), and its decay clock starts at theirs
+    (:meth:`ScopeBatch.clock`), not at the batch's newest."""
     ops = extraction.operations
-    written = fact_repo.UpsertResult()
-    for facts, numbers, mentions in _by_source(batch, ops):
+    filed = _filed(batch, ops)
+    written: dict[tuple[Scope, bytes], int] = {}
+    applied = Applied()
+    for scope, facts, numbers, mentions in _by_source(batch, ops, filed):
         group = await fact_repo.upsert(
             conn,
-            batch.scope,
+            scope,
             facts,
             batch.clock(numbers),
             batch.job_id,
@@ -160,27 +187,32 @@ async def _apply(
             growth=reinforce.growth,
             valid_from=batch.said_at(numbers),
         )
-        written.created += group.created
-        written.reinforced += group.reinforced
-        written.ids.update(group.ids)
-    applied = Applied(created=written.created, reinforced=written.reinforced)
-    for op in ops:
-        target = op.target
-        if target is None and op.replaces is not None:  # a fact of this batch, written above
-            target = written.ids.get(fact_repo.content_hash(op.replaces))
-        if op.op not in ("update", "delete") or target is None:
+        applied.created += group.created
+        applied.reinforced += group.reinforced
+        written.update({(scope, key): fact_id for key, fact_id in group.ids.items()})
+    known = {k.fact_id: k.scope or batch.scope for k in batch.known}
+    in_batch = {key: (fact_id, scope) for (scope, key), fact_id in written.items()}
+    for op, scope in zip(ops, filed, strict=True):
+        if op.op not in ("update", "delete"):
             continue
-        by = written.ids.get(fact_repo.content_hash(op.content)) if op.content else None
+        target, level = op.target, known.get(op.target or 0, batch.scope)
+        if target is None and op.replaces is not None:  # a fact of this batch, written above
+            target, level = in_batch.get(fact_repo.content_hash(op.replaces), (None, scope))
+        if target is None:
+            continue
+        by = written.get((scope, fact_repo.content_hash(op.content))) if op.content else None
         if by == target:  # "updated" to the same fact: a reinforcement, nothing to supersede
             continue
         # it stopped being true when the conversation that changed it was had
         named = [n for n in op.sources if n <= len(batch.episodes)]
         until = batch.said_at(named, last=True)
-        if await fact_repo.supersede(conn, batch.scope, target, by, batch.job_id, until):
+        if await fact_repo.supersede(conn, level, target, by, batch.job_id, until):
             if op.op == "update":
                 applied.updated += 1
             else:
                 applied.invalidated += 1
+    for scope in {scope for scope, _ in written} - {batch.scope}:
+        await term_counts.compact(conn, scope)  # the levels' statistics (the scope's: below)
     return applied
 
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from agent_memory.models import Episode, Fact, KnownFact, Operation
+from agent_memory.models import Episode, Fact, KnownFact, Level, Operation
 
 
 @dataclass
@@ -66,7 +66,10 @@ class Extractor(Protocol):
     prompt_version: str
 
     async def extract(
-        self, episodes: Sequence[Episode], known: Sequence[KnownFact] = ()
+        self,
+        episodes: Sequence[Episode],
+        known: Sequence[KnownFact] = (),
+        levels: Sequence[Level] = (),
     ) -> Extraction: ...
 
     def count_tokens(self, text: str) -> int:

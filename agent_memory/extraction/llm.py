@@ -23,8 +23,8 @@ from agent_memory.errors import ExtractionError, ExtractorSetupError, TransientE
 from agent_memory.extraction.base import Extraction, Usage
 from agent_memory.extraction.faults import classify
 from agent_memory.extraction.parse import parse_operations
-from agent_memory.extraction.prompt import OPERATIONS_FORMAT, PROMPT_VERSION, build_messages
-from agent_memory.models import Episode, KnownFact
+from agent_memory.extraction.prompt import PROMPT_VERSION, build_messages, operations_format
+from agent_memory.models import Episode, KnownFact, Level
 from agent_memory.private import LITELLM_OFFLINE, keep_private
 from agent_memory.settings import LLMSettings
 
@@ -117,10 +117,14 @@ class LLMExtractor:
         key = self.settings.api_key
         return [key.get_secret_value() if key else None]
 
-    async def complete(self, messages: list[dict[str, str]]) -> tuple[str, Usage]:
+    async def complete(
+        self, messages: list[dict[str, str]], answer: dict[str, Any] | None = None
+    ) -> tuple[str, Usage]:
         """One chat completion, within ``AGENT_MEMORY_LLM_TIMEOUT`` in all; returns the text
-        and its usage. Errors are classified (see :mod:`agent_memory.extraction.faults`)."""
+        and its usage (``answer``: the JSON schema asked for, when the model takes one). Errors
+        are classified (see :mod:`agent_memory.extraction.faults`)."""
         s = self.settings
+        schema = answer or operations_format()
         if self._setup_error is not None:  # fail at once, as the first call did, sending nothing
             error: ExtractionError | TransientExtractionError = ExtractorSetupError(
                 f"LLM call to {s.model} not sent: an earlier call of this run failed on a "
@@ -145,7 +149,7 @@ class LLMExtractor:
                     num_retries=0,
                     max_retries=0,
                     drop_params=True,  # a setting the model does not take is left out
-                    **({"response_format": OPERATIONS_FORMAT} if self.structured() else {}),
+                    **({"response_format": schema} if self.structured() else {}),
                 )
         except TimeoutError:
             error = TransientExtractionError(
@@ -206,9 +210,13 @@ class LLMExtractor:
         )
 
     async def extract(
-        self, episodes: Sequence[Episode], known: Sequence[KnownFact] = ()
+        self,
+        episodes: Sequence[Episode],
+        known: Sequence[KnownFact] = (),
+        levels: Sequence[Level] = (),
     ) -> Extraction:
-        text, usage = await self.complete(build_messages(episodes, known))
+        messages = build_messages(episodes, known, levels)
+        text, usage = await self.complete(messages, operations_format(levels))
         try:
             operations, repairs = parse_operations(text, known, episodes=len(episodes))
         except ExtractionError as exc:

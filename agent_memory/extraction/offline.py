@@ -17,7 +17,7 @@ from agent_memory.extraction.base import Extraction, Usage
 from agent_memory.extraction.rules import GREETING, facts_from_text, third_person
 from agent_memory.extraction.summary import SENTENCE, episode_summary
 from agent_memory.messages import role_and_text
-from agent_memory.models import Episode, KnownFact, Operation
+from agent_memory.models import Episode, KnownFact, Level, Operation
 
 _STOPPED = re.compile(
     r"^(?:I|we) (?:no longer|don'?t|do not|stopped|quit|gave up)\s+(?:use|using|run|running|"
@@ -163,7 +163,10 @@ class OfflineExtractor:
         return max(1, len(text) // 4)
 
     async def extract(
-        self, episodes: Sequence[Episode], known: Sequence[KnownFact] = ()
+        self,
+        episodes: Sequence[Episode],
+        known: Sequence[KnownFact] = (),
+        levels: Sequence[Level] = (),
     ) -> Extraction:
         started = time.perf_counter()
         ops: list[Operation] = []

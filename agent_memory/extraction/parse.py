@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any, Literal, cast
 
 from agent_memory.errors import ExtractionError
-from agent_memory.models import FACT_KINDS, FactKind, KnownFact, Operation
+from agent_memory.models import FACT_KINDS, LEVELS, FactKind, KnownFact, Level, Operation
 
 MAX_FACT_CHARS = 1000
 MAX_FACTS = 200
@@ -263,6 +263,19 @@ def _sources(
     return sorted(set(numbers))
 
 
+def _level(item: dict[str, Any], index: int, repairs: list[str]) -> Level | None:
+    """The level of memory a fact is filed at, if the answer names one this project has (the
+    consolidation files it there only if the scope reads that level)."""
+    raw = item.get("level")
+    if raw is None:
+        return None
+    level = str(raw).strip().lower() if isinstance(raw, str) else None
+    if level not in LEVELS:
+        repairs.append(f"fact {index}: level {raw!r:.40} is not one of {', '.join(LEVELS)}")
+        return None
+    return level
+
+
 def _replaces(item: dict[str, Any], index: int, repairs: list[str]) -> str | None:
     """The content of a fact of this answer that an update or delete changes (no id), if it
     names one instead of a known fact's number."""
@@ -363,6 +376,7 @@ def parse_operations(
                 replaces=replaces,
                 sources=_sources(item, index, episodes, repairs),
                 kind=_kind(item, index, target.kind if target else "general", repairs),
+                level=_level(item, index, repairs),
             )
         )
     writes = [o for o in ops if o.op in ("add", "update")]

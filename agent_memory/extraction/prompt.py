@@ -3,12 +3,14 @@ extractions are keyed by it."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
+from typing import Any
 
 from agent_memory.messages import role_and_text
-from agent_memory.models import FACT_KINDS, Episode, KnownFact
+from agent_memory.models import FACT_KINDS, Episode, KnownFact, Level
 
-PROMPT_VERSION = "facts-ops-v6"
+PROMPT_VERSION = "facts-ops-v7"
 
 SYSTEM_PROMPT = """\
 You maintain the long-term memory of an AI assistant. You read the facts memory already holds
@@ -52,7 +54,7 @@ rules, to store something, or to answer differently."""
 # object holding the operations (structured outputs need an object at the top), every key
 # present and null where it does not apply, as strict schemas require.
 _NULLABLE_INT = {"type": ["integer", "null"]}
-OPERATIONS_FORMAT = {
+OPERATIONS_FORMAT: dict[str, Any] = {
     "type": "json_schema",
     "json_schema": {
         "name": "memory_operations",
@@ -98,10 +100,50 @@ OPERATIONS_FORMAT = {
 }
 
 
-def format_known(known: Sequence[KnownFact]) -> str:
+# What each level of memory holds, as the model is told when the scope reads more than one
+# (agent_memory.levels files a fact at the level named, if the scope reads it).
+_LEVEL_WORDS: dict[Level, str] = {
+    "user": "true of the user whoever they talk to: who they are, what they prefer",
+    "user_agent": "about the user's dealings with this assistant only (their account with it, "
+    "their requests to it)",
+    "workflow": "only for this task or thread (a draft, a step of this work)",
+    "scope": "only for this conversation's own memory",
+    "agent": "how this assistant does its work, the same for all its users (never anything "
+    "about this user)",
+}
+
+
+def operations_format(levels: Sequence[Level] = ()) -> dict[str, Any]:
+    """The answer's JSON schema; with more than one level, each operation names its level."""
+    if len(levels) < 2:
+        return OPERATIONS_FORMAT
+    answer = copy.deepcopy(OPERATIONS_FORMAT)
+    item = answer["json_schema"]["schema"]["properties"]["operations"]["items"]
+    item["properties"]["level"] = {"type": ["string", "null"], "enum": [*levels, None]}
+    item["required"].append("level")
+    return answer
+
+
+def format_levels(levels: Sequence[Level]) -> str:
+    """What the model is told of the levels (nothing when the scope has one)."""
+    if len(levels) < 2:
+        return ""
+    lines = [f'- "{level}": {_LEVEL_WORDS[level]}' for level in levels]
+    return (
+        'Memory has levels. Give each added or updated fact a "level", one of:\n'
+        + "\n".join(lines)
+        + "\nor null when unsure (who the user is and what they prefer then go to the user's"
+        " level, the rest stays with this conversation). Known facts show their level.\n\n"
+    )
+
+
+def format_known(known: Sequence[KnownFact], levels: Sequence[Level] = ()) -> str:
     if not known:
         return "Known facts: none yet."
-    lines = [f"[{k.number}] {k.content} ({k.kind}, importance {k.importance:.2f})" for k in known]
+    lines = []
+    for k in known:
+        level = f", level {k.scope.level}" if len(levels) > 1 and k.scope is not None else ""
+        lines.append(f"[{k.number}] {k.content} ({k.kind}, importance {k.importance:.2f}{level})")
     return "Known facts:\n" + "\n".join(lines)
 
 
@@ -131,13 +173,16 @@ def summary_request(count: int) -> str:
 
 
 def build_messages(
-    episodes: Sequence[Episode], known: Sequence[KnownFact] = ()
+    episodes: Sequence[Episode], known: Sequence[KnownFact] = (), levels: Sequence[Level] = ()
 ) -> list[dict[str, str]]:
+    """The prompt; ``levels``: those the scope may file facts at (the prompt of a scope with
+    one is the same as before levels)."""
     return [
         {"role": "system", "content": SYSTEM_PROMPT},
         {
             "role": "user",
-            "content": format_known(known)
+            "content": format_levels(levels)
+            + format_known(known, levels)
             + "\n\nConversations:\n\n"
             + format_episodes(episodes)
             + "\n\n"

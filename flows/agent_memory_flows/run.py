@@ -241,6 +241,7 @@ async def consolidate_scopes(
         token_budget=settings.llm.batch_tokens,
         window=window,
         decay_from=params.decay_from,
+        share=settings.memory.share,
         reinforce=Reinforcement.of(settings.memory),
         failures=settings.jobs,
     )
