@@ -115,12 +115,8 @@ class Scope:
 
         A scope only ever reads scopes made by leaving its own parts out, never one with a part
         it does not have: ``(alice, billing)`` never reads ``(alice, support)`` nor
-        ``(alice, support, w1)``, and nothing of another user.
-
-        Example::
-
-            >>> [s.label for s in Scope("alice", "support", "w1").levels("user")]
-            ['user=alice agent=support workflow=w1', 'user=alice agent=support', 'user=alice']
+        ``(alice, support, w1)``, and nothing of another user. ``Scope("alice", "support",
+        "w1").levels("user")``: itself, ``(alice, support)``, ``(alice)``.
         """
         user, agent, workflow = self.params
         found = [self]
