@@ -1,5 +1,5 @@
 """The ``agent-memory`` command: demo, migrate, consolidate, decay, search, stats, jobs, facts,
-serve, server, backfill and scopes, one module per family of commands.
+serve, server, backfill, scopes and levels, one module per family of commands.
 
 The top of the stack: the layer that reaches down to the flows (and so to Prefect), importing
 them inside the commands that need them.
@@ -19,6 +19,7 @@ from agent_memory_deployments.cli import serving  # noqa: F401
 from agent_memory_deployments.cli import backfill  # noqa: F401
 from agent_memory_deployments.cli import manage  # noqa: F401
 from agent_memory_deployments.cli import scopes  # noqa: F401
+from agent_memory_deployments.cli import levels  # noqa: F401
 
 # isort: on
 from agent_memory_deployments.cli._app import app, console
