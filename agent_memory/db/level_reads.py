@@ -6,6 +6,7 @@ names, each fact with the scope it is filed under. One level is the statement of
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from datetime import date
 from typing import Any
@@ -15,17 +16,57 @@ from agent_memory.db.dual import Run, Steps, dual
 from agent_memory.db.embeddings import vector_text
 from agent_memory.db.facts import top_params
 from agent_memory.db.fragments import importance_on
-from agent_memory.db.levels import LEVEL_KEYS, levels_params
+from agent_memory.db.fulltext import text_hits
+from agent_memory.db.levels import LEVEL_KEYS, LEVELS_MATCH, level_key, levels_params, merged
 from agent_memory.db.recall import (
-    RANKED_LEVELS_TEXT,
+    EMBEDDINGS,
+    FACTS,
+    NO_VECTOR_HITS,
     Ranked,
+    current,
     fetch_ranking_steps,
-    ranked_levels_hybrid,
+    rank,
+    vector_hits,
 )
 from agent_memory.models import Scope
 
 # fact id -> the scope it is filed under
 Origins = dict[int, Scope]
+
+# The ranking over several levels (agent_memory.db.recall's, the levels read as one scope): a
+# statement per number of levels, each level read by index range scans of its own, merged
+_CURRENT_LEVELS = current(f"m.{LEVELS_MATCH}")
+
+
+def _level_parts(levels: int) -> tuple[str, str]:
+    """The ``text_hits`` CTEs and the ``top`` of the ranking over ``levels`` levels."""
+    each = [current(f"m.scope_key = {level_key(n)}") for n in range(levels)]
+    text = text_hits(FACTS, _CURRENT_LEVELS, "expires_day", "f", levels=each)
+
+    def latest(n: int) -> str:
+        return f"""SELECT m.id, m.expires_day FROM {FACTS} m WHERE {each[n]}
+    ORDER BY m.expires_day DESC LIMIT %(candidates)s"""
+
+    top = f"SELECT id FROM ({merged(levels, latest, 'expires_day DESC', '%(candidates)s')}) AS t"
+    return text, top
+
+
+_ORIGIN = ", user_id, agent_id, workflow_id"
+
+
+@functools.lru_cache(maxsize=8)
+def ranked_levels_text(levels: int) -> str:
+    """:data:`agent_memory.db.recall.RANKED_TEXT` over ``levels`` levels."""
+    return rank(NO_VECTOR_HITS, *_level_parts(levels), origin=_ORIGIN)
+
+
+@functools.lru_cache(maxsize=1024)
+def ranked_levels_hybrid(anns: tuple[AnnIndex | None, ...]) -> str:
+    """:data:`agent_memory.db.recall.RANKED_HYBRID` over levels, one entry of ``anns`` per
+    level read: that level's own HNSW index, or None (see recall.vector_hits)."""
+    hits = vector_hits(FACTS, EMBEDDINGS, "fact_id", _CURRENT_LEVELS, levels=anns)
+    return rank(hits, *_level_parts(len(anns)), origin=_ORIGIN)
+
 
 # TOP over the levels: each level's most lasting facts read from its own index in order, then
 # the best of them all
@@ -74,7 +115,7 @@ def ranked_levels_steps(
     nearest read through its own HNSW index where ``anns`` names one."""
     values = {**params, **levels_params(levels)}
     if vector is None:
-        rows = yield from fetch_ranking_steps(RANKED_LEVELS_TEXT, values, False)
+        rows = yield from fetch_ranking_steps(ranked_levels_text(len(levels)), values, False)
         return _split(rows, True)
     indexes = tuple(anns) if anns is not None else (None,) * len(levels)
     if len(indexes) != len(levels):

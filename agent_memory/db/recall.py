@@ -58,18 +58,18 @@ from agent_memory.db.dual import Connection, Run, Steps, Transaction, dual
 from agent_memory.db.embeddings import vector_text
 from agent_memory.db.fragments import SCOPE_MATCH, importance_on
 from agent_memory.db.fulltext import text_hits
-from agent_memory.db.levels import LEVEL_KEYS, LEVELS_MATCH, ONE_LEVEL, level_key
+from agent_memory.db.levels import level_key
 from agent_memory.models import Scope
 from agent_memory.settings import MAX_HALF_LIFE
 
 
-def _current(match: str) -> str:
+def current(match: str) -> str:
     """A current fact (not superseded, above the importance floor) that ``match`` admits."""
     return f"""{match} AND m.superseded_at IS NULL
       AND {importance_on("m.expires_day", "%(day)s", "m.half_life")} >= %(min_importance)s"""
 
 
-_CURRENT = _current(SCOPE_MATCH)
+_CURRENT = current(SCOPE_MATCH)
 
 
 def vector_hits(
@@ -167,31 +167,20 @@ FUSED = """fused AS (
     GROUP BY id
 )"""
 
-_FACTS = "agent_memory.memory_items"
-_EMBEDDINGS = "agent_memory.fact_embeddings"
+FACTS = "agent_memory.memory_items"
+EMBEDDINGS = "agent_memory.fact_embeddings"
 # the full-text side of the ranking of one scope (read alone by tests/test_term_counts.py)
-_TEXT_HITS = text_hits(_FACTS, _CURRENT, "expires_day", "f")
-# the same reading every level a scope reads (agent_memory.db.levels), and one of them
-_CURRENT_LEVELS = _current(LEVELS_MATCH)
-_CURRENT_LEVEL = _current(f"m.{ONE_LEVEL}")
-
-
-def _rank(vector_hits: str, levels: bool = False) -> str:
-    """The ranking statement (see the module) with this ``vector_hits`` CTE; ``levels``: over
-    several levels of memory, each row with the scope it is filed under."""
-    current, text = _CURRENT, _TEXT_HITS
-    top = f"""SELECT m.id FROM {_FACTS} m
-    WHERE {current}
+_TEXT_HITS = text_hits(FACTS, _CURRENT, "expires_day", "f")
+_TOP = f"""SELECT m.id FROM {FACTS} m
+    WHERE {_CURRENT}
     ORDER BY m.expires_day DESC LIMIT %(candidates)s"""
-    origin = ""
-    if levels:
-        current = _CURRENT_LEVELS
-        text = text_hits(_FACTS, current, "expires_day", "f", one_level=_CURRENT_LEVEL)
-        top = f"""SELECT t.id FROM unnest({LEVEL_KEYS}) AS lk(key)
-    CROSS JOIN LATERAL (SELECT m.id, m.expires_day FROM {_FACTS} m WHERE {_CURRENT_LEVEL}
-                        ORDER BY m.expires_day DESC LIMIT %(candidates)s) AS t
-    ORDER BY t.expires_day DESC LIMIT %(candidates)s"""
-        origin = ", user_id, agent_id, workflow_id"
+
+
+def rank(vector_hits: str, text: str = _TEXT_HITS, top: str = _TOP, origin: str = "") -> str:
+    """The ranking statement (see the module) with this ``vector_hits`` CTE. The other
+    parts are one scope's unless given (:mod:`agent_memory.db.level_reads`): the
+    ``text_hits`` CTEs, ``top`` (the ids of the latest current facts, at most ``candidates``)
+    and ``origin`` (more columns of ``m`` to return, each after a comma)."""
     return f"""
 WITH {text},
 {vector_hits},
@@ -209,7 +198,7 @@ scored AS (
            {importance_on("m.expires_day", "%(day)s", "m.half_life")} AS importance,
            exp(greatest(-ln(2) * greatest(%(day)s - agent_memory.day_index(m.importance_at), 0)
                         / %(half_life)s::float8, -700)) AS recency
-    FROM candidates c CROSS JOIN LATERAL {by_id(_FACTS, "c.id")} AS m
+    FROM candidates c CROSS JOIN LATERAL {by_id(FACTS, "c.id")} AS m
 ),
 priored AS (
     SELECT *, coalesce((%(w_importance)s * importance + %(w_recency)s * recency)
@@ -227,27 +216,15 @@ LIMIT %(limit)s
 
 
 # Full text alone (also what runs where pgvector is missing: no reference to its types).
-RANKED_TEXT = _rank(NO_VECTOR_HITS)
+RANKED_TEXT = rank(NO_VECTOR_HITS)
 # Full text and meaning (or meaning alone, with no text).
-RANKED_HYBRID = _rank(vector_hits(_FACTS, _EMBEDDINGS, "fact_id", _CURRENT))
+RANKED_HYBRID = rank(vector_hits(FACTS, EMBEDDINGS, "fact_id", _CURRENT))
 
 
 @functools.lru_cache(maxsize=1024)
 def ranked_hybrid_ann(ann: AnnIndex) -> str:
     """:data:`RANKED_HYBRID` reading a large scope's nearest facts from its own HNSW index."""
-    return _rank(vector_hits(_FACTS, _EMBEDDINGS, "fact_id", _CURRENT, ann))
-
-
-# Over several levels of memory (agent_memory.db.levels): full text alone, and with meaning,
-# each level's vectors read from its own HNSW index where it has one (an entry per level).
-RANKED_LEVELS_TEXT = _rank(NO_VECTOR_HITS, levels=True)
-
-
-@functools.lru_cache(maxsize=1024)
-def ranked_levels_hybrid(anns: tuple[AnnIndex | None, ...]) -> str:
-    """:data:`RANKED_HYBRID` over levels, one entry of ``anns`` per level read."""
-    hits = vector_hits(_FACTS, _EMBEDDINGS, "fact_id", _CURRENT_LEVELS, levels=anns)
-    return _rank(hits, levels=True)
+    return rank(vector_hits(FACTS, EMBEDDINGS, "fact_id", _CURRENT, ann))
 
 
 Ranked = list[tuple[int, str, float, float]]  # fact id, content, importance, score
