@@ -97,13 +97,18 @@ def vector_hits(
 
     ``levels``: ``where`` reads several levels of memory (:mod:`agent_memory.db.levels`), one
     entry per level in their order, each that level's own index or None; each level's nearest
-    are read as one scope's are, and the nearest of them all kept.
+    are read as one scope's are, and the nearest of them all kept. The levels with an index
+    share one scope's reading of it: each reads ``2 * candidates`` divided among them (an HNSW
+    scan costs about in proportion to the queue it keeps, ``hnsw.ef_search``, whatever its
+    limit), so three large levels cost about what one does. A level with no index is small and
+    read in full; with one large level, it reads all ``2 * candidates`` as if it were alone.
     """
     if levels is None:
         nearest = _nearest(embeddings, key, f"e.{SCOPE_MATCH}", ann)
     else:
+        share = sum(level is not None for level in levels)
         each = "\n                      UNION ALL ".join(
-            f"({_nearest(embeddings, key, f'e.scope_key = {level_key(n)}', level)})"
+            f"({_nearest(embeddings, key, f'e.scope_key = {level_key(n)}', level, share)})"
             for n, level in enumerate(levels)
         )
         nearest = f"""SELECT id, distance FROM ({each}) AS each_level
@@ -122,8 +127,10 @@ def vector_hits(
 )"""
 
 
-def _nearest(embeddings: str, key: str, scope: str, ann: AnnIndex | None) -> str:
-    """One scope's ``2 * candidates`` nearest vectors (``scope``: the condition on ``e``)."""
+def _nearest(embeddings: str, key: str, scope: str, ann: AnnIndex | None, share: int = 1) -> str:
+    """One scope's ``2 * candidates`` nearest vectors (``scope``: the condition on ``e``);
+    through its index ``ann``, ``1 / share`` of them (see :func:`vector_hits`)."""
+    limit = "2 * %(candidates)s"
     if ann is None:
         distance = "e.embedding <=> %(vector)s::vector"
         match = f"{scope} AND e.model = %(model)s"
@@ -136,10 +143,17 @@ def _nearest(embeddings: str, key: str, scope: str, ann: AnnIndex | None) -> str
         model = sql.Literal(ann.model).as_string().replace("%", "%%")
         match = f"e.scope_tag = {scope_tag} AND e.model = {model}"
         dims = f"vector_dims(e.embedding) = {d} AND e.embedding IS NOT NULL"
+        if share > 1:
+            # The scan's queue is sized for its share alone: ef_search is read when the scan
+            # starts, which is after the one-time filter (an init plan) above it has run; set
+            # for the statement's transaction only, so the session keeps its own (ANN_EF_SEARCH)
+            limit = f"(2 * %(candidates)s + {share - 1}) / {share}"
+            match += f""" AND (SELECT set_config('hnsw.ef_search',
+                                 least(1000, {limit})::text, true)) IS NOT NULL"""
     return f"""SELECT e.{key} AS id, {distance} AS distance
                       FROM {embeddings} e
                       WHERE %(vector)s::text IS NOT NULL AND {match} AND {dims}
-                      ORDER BY {distance} LIMIT 2 * %(candidates)s"""
+                      ORDER BY {distance} LIMIT {limit}"""
 
 
 NO_VECTOR_HITS = """vector_hits AS (
