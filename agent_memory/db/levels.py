@@ -29,10 +29,10 @@ def level_key(n: int) -> str:
 def merged(levels: int, branch: Callable[[int], str], order: str, limit: str) -> str:
     """The rows of ``levels`` levels, the ``n``-th level's read by ``branch(n)`` (an ordered,
     limited SELECT, of the level whose key is :func:`level_key` ``(n)``), in ``order`` and cut
-    at ``limit``. Each branch is
-    an index range scan of its own, merged in order (a Merge Append) and read only as far as the
-    limit takes: the levels' first ``limit`` rows cost what one scope's do, where reading
-    ``limit`` from each level and sorting them all would cost that many times as much."""
+    at ``limit``. Each branch is an index range scan of its own, merged in order (a Merge
+    Append) and read only as far as the limit takes: the levels' first ``limit`` rows cost what
+    one scope's do, where reading ``limit`` from each level and sorting them all would cost
+    that many times as much."""
     each = "\n    UNION ALL ".join(f"({branch(n)})" for n in range(levels))
     return f"SELECT * FROM ({each}) AS each_level ORDER BY {order} LIMIT {limit}"
 
