@@ -12,7 +12,7 @@ one connection, interleaved in rounds:
                  through its index, the statement inject runs by default
 * three_levels - the same question over the workflow and the two levels above it
                  (share=user): level_reads.ranked_levels, each level's index read in turn
-* the same pair by full text alone, and by importance alone (facts.TOP against TOP_LEVELS)
+* the same pair by full text alone, and by importance alone (facts.TOP, level_reads.levels_top)
 
 It prints JSON with p50/p95 in ms and each three/one ratio of p50s; bound: hybrid <= 1.3.
 """

@@ -179,3 +179,72 @@ async def test_levels_with_nothing_above_rank_as_the_scope_alone(
             levels, origins = await level_reads.ranked_levels(conn, params, BILLING.levels())
         assert levels == alone
         assert set(origins.values()) == {BILLING}
+
+
+async def test_large_levels_share_one_scopes_reading_of_their_indexes(
+    settings: Settings, db: Any
+) -> None:
+    """Each level with its own HNSW index reads its share of the nearest facts (so three large
+    levels cost about what one does); a large scope whose levels above are empty reads all of
+    them from its index, ranking exactly as the scope alone; the session's queue size stays."""
+    from agent_memory.db import ann_indexes
+    from agent_memory.embedding import make_embedder
+    from agent_memory.settings import EmbeddingSettings
+    from agent_memory.stored_embeddings import ensure_ann_indexes
+    from benchmarks.retrieval import load_facts
+    from tests.vectors import embed_all
+
+    topics = ["violin", "garden", "marathon", "coffee", "Kubernetes", "sailing", "pottery", "chess"]
+    solo = Scope("carol", "support", "w1")
+    for n, level in enumerate((SUPPORT_W1, SUPPORT, ALICE, solo)):
+        facts = [
+            {"content": f"Level {n} heard about {t} on day {d}.", "importance": 0.5}
+            for d in range(8)
+            for t in topics
+        ]
+        load_facts(db, level, facts)  # 64 facts each
+    tuned = settings.model_copy(update={"embedding": EmbeddingSettings(ann_min_rows=50)})
+    manager = await MemoryManager.create(settings=tuned, migrate=False)
+    try:
+        assert await embed_all(manager) == 4 * 64
+        embedder = make_embedder(tuned.embedding)
+        assert embedder is not None
+        pool = await manager._apool()
+        for level in (SUPPORT_W1, SUPPORT, ALICE, solo):
+            assert len(await ensure_ann_indexes(pool, embedder, level)) == 1
+        question = "Which instrument do I play?"
+        vector = embedder.embed_sync([question])[0]
+        db.execute("SET hnsw.ef_search = 40")
+
+        def params(scope: Scope) -> dict[str, Any]:
+            values = fusion_repo.ranked_params(
+                scope, question, on=date.today(), min_importance=0.0, limit=10, candidates=20
+            )
+            return {**values, "model": embedder.model}
+
+        def ranked(scope: Scope, alone: bool = False) -> Any:
+            levels = (scope,) if alone else scope.levels()
+            anns = [ann_indexes.ann_index_sync(db, "facts", s, embedder.model) for s in levels]
+            if alone:
+                return recall.ranked_sync(db, params(scope), vector, anns[0])
+            return level_reads.ranked_levels_sync(db, params(scope), levels, vector, anns)
+
+        # the levels above carol's workflow are empty (no index): her index is read in full
+        rows, origins = ranked(solo)
+        assert rows == ranked(solo, alone=True)
+        assert set(origins.values()) == {solo}
+        # three indexed levels, 2 x 20 nearest shared among them: each level's violins found,
+        # the best as comparing every vector finds them
+        rows, origins = ranked(SUPPORT_W1)
+        violins = {origins[i] for i, content, _, _ in rows if "violin" in content}
+        assert violins == set(SUPPORT_W1.levels())
+        levels = SUPPORT_W1.levels()
+        exact, _ = level_reads.ranked_levels_sync(db, params(SUPPORT_W1), levels, vector)
+        assert [r[1] for r in rows][:3] == [r[1] for r in exact][:3]
+        # each share's queue was sized for the statement alone: the session keeps its own
+        assert db.execute("SHOW hnsw.ef_search").fetchone() == ("40",)
+        with db.transaction():  # (in a caller's transaction, the last share's is left to it)
+            ranked(SUPPORT_W1)
+            assert db.execute("SHOW hnsw.ef_search").fetchone() == ("14",)  # 40 / 3, rounded up
+    finally:
+        await manager.close()

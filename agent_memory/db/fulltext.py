@@ -5,8 +5,10 @@ the fact ranking (:mod:`agent_memory.db.recall`), the conversation search
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from agent_memory.db.fragments import SCOPE_MATCH
-from agent_memory.db.levels import LEVEL_KEYS, LEVELS_MATCH
+from agent_memory.db.levels import level_key, merged
 
 # Any word of the message, stemmed: plainto_tsquery ANDs the words (and chains compounds with
 # <->); every operator between two quoted lexemes becomes OR. NULL text: no relevance. A
@@ -18,7 +20,7 @@ QUERY = """(SELECT regexp_replace(plainto_tsquery('english', %(text)s)::text,
 
 
 def text_hits(
-    table: str, where: str, tie: str, corpus: str | None = None, one_level: str | None = None
+    table: str, where: str, tie: str, corpus: str | None = None, levels: Sequence[str] = ()
 ) -> str:
     """CTEs ranking the rows of ``table`` (alias ``m``) that ``where`` admits by full text
     against the question: ``text_hits(id, r, n)``, rank ``r`` and the share ``n`` in [0, 1]
@@ -48,31 +50,47 @@ def text_hits(
     value rather than joined, so that with none gathered the scope is not scanned whatever join
     order a generic plan took (one made before the table had statistics scanned it all).
 
-    ``one_level``: ``where`` reads several levels of memory (``agent_memory.db.levels``), and
-    this is its condition for the one level ``lk.key``. The levels are ranked as one corpus:
-    their statistics summed, the latest ``_SAMPLE`` rows read from each level's index in turn.
+    ``levels``: ``where`` reads several levels of memory (``agent_memory.db.levels``), and
+    these are its conditions for each level in turn (``level_key``). The levels are ranked as
+    one corpus: their statistics summed (each level's read through its own key), and one sample
+    of the latest ``_SAMPLE`` rows of them all, read in order from the levels' indexes merged
+    (``agent_memory.db.levels.merged``). With every level but one empty, that level is ranked
+    as it would be alone.
     """
     if corpus is None:
         rows = f"SELECT count(*) AS n, coalesce(avg(length(m.search)), 0) AS avg_len FROM {table} m"
         held = f"SELECT count(*) AS n FROM {table} m WHERE {where} AND m.search @@ t.q"
         counts = f"{rows} WHERE {where}"
     else:
-        match = SCOPE_MATCH if one_level is None else LEVELS_MATCH
-        counted = f"agent_memory.term_counts k WHERE k.corpus = '{corpus}' AND k.{match}"
+
+        def counted(lexeme: str) -> str:
+            table = "agent_memory.term_counts k"
+            if not levels:
+                scope = f"k.corpus = '{corpus}' AND k.{SCOPE_MATCH}"
+                return f"{table} WHERE {scope} AND k.lexeme = {lexeme}"
+            match = f"k.corpus = '{corpus}' AND k.lexeme = {lexeme}"
+            # each level's counts read through the whole (corpus, scope_key, lexeme) key: ANY
+            # over the keys, or a join with them, is planned (without statistics, or in a
+            # generic plan) as a scan of every scope's counts of the word
+            each = "\n        UNION ALL ".join(
+                f"SELECT k.docs, k.size FROM {table} WHERE {match} AND k.scope_key = {level_key(n)}"
+                for n in range(len(levels))
+            )
+            return f"({each}) AS k WHERE true"
+
         counts = f"""SELECT coalesce(sum(k.docs), 0) AS n,
            coalesce(sum(k.size), 0)::float8 / greatest(coalesce(sum(k.docs), 0), 1) AS avg_len
-    FROM {counted} AND k.lexeme = ''"""
-        held = f"SELECT coalesce(sum(k.docs), 0) AS n FROM {counted} AND k.lexeme = t.lexeme"
-    sample = f"""SELECT m.id, m.{tie}, m.search FROM {table} m
-    WHERE %(text)s::text IS NOT NULL AND {where}
+    FROM {counted("''")}"""
+        held = f"SELECT coalesce(sum(k.docs), 0) AS n FROM {counted('t.lexeme')}"
+
+    def latest(match: str) -> str:
+        return f"""SELECT m.id, m.{tie}, m.search FROM {table} m
+    WHERE %(text)s::text IS NOT NULL AND {match}
     ORDER BY m.{tie} DESC LIMIT {_SAMPLE}"""
-    if one_level is not None:
-        sample = f"""SELECT s.id, s.{tie}, s.search
-    FROM unnest({LEVEL_KEYS}) AS lk(key)
-    CROSS JOIN LATERAL (SELECT m.id, m.{tie}, m.search FROM {table} m
-                        WHERE %(text)s::text IS NOT NULL AND {one_level}
-                        ORDER BY m.{tie} DESC LIMIT {_SAMPLE}) AS s
-    ORDER BY s.{tie} DESC LIMIT {_SAMPLE}"""
+
+    sample = latest(where)
+    if levels:
+        sample = merged(len(levels), lambda n: latest(levels[n]), f"{tie} DESC", str(_SAMPLE))
     return f"""query AS MATERIALIZED {QUERY},
 terms AS (
     SELECT lexeme, quote_literal(lexeme)::tsquery AS q

@@ -8,7 +8,7 @@ The keys travel as three arrays of parts (each part NULL or text) and are made i
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from agent_memory.models import Scope
@@ -19,14 +19,22 @@ LEVEL_KEYS = """ARRAY(SELECT agent_memory.scope_key(l.u, l.a, l.w)
                   %(level_workflow_ids)s::text[]) WITH ORDINALITY AS l(u, a, w, n) ORDER BY l.n)"""
 # a row of any of those levels
 LEVELS_MATCH = f"scope_key = ANY({LEVEL_KEYS})"
-# a row of the one level ``lk.key`` (inside ``unnest(LEVEL_KEYS) AS lk(key)``): a scan of the
-# scope's index in its own order, per level, where ANY over the keys would sort them all
-ONE_LEVEL = "scope_key = lk.key"
 
 
 def level_key(n: int) -> str:
     """The key of the ``n``-th level read (0: the scope itself)."""
     return f"({LEVEL_KEYS})[{int(n) + 1}]"
+
+
+def merged(levels: int, branch: Callable[[int], str], order: str, limit: str) -> str:
+    """The rows of ``levels`` levels, the ``n``-th level's read by ``branch(n)`` (an ordered,
+    limited SELECT, of the level whose key is :func:`level_key` ``(n)``), in ``order`` and cut
+    at ``limit``. Each branch is an index range scan of its own, merged in order (a Merge
+    Append) and read only as far as the limit takes: the levels' first ``limit`` rows cost what
+    one scope's do, where reading ``limit`` from each level and sorting them all would cost
+    that many times as much."""
+    each = "\n    UNION ALL ".join(f"({branch(n)})" for n in range(levels))
+    return f"SELECT * FROM ({each}) AS each_level ORDER BY {order} LIMIT {limit}"
 
 
 def levels_params(levels: Sequence[Scope]) -> dict[str, Any]:

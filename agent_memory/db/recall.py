@@ -58,18 +58,18 @@ from agent_memory.db.dual import Connection, Run, Steps, Transaction, dual
 from agent_memory.db.embeddings import vector_text
 from agent_memory.db.fragments import SCOPE_MATCH, importance_on
 from agent_memory.db.fulltext import text_hits
-from agent_memory.db.levels import LEVEL_KEYS, LEVELS_MATCH, ONE_LEVEL, level_key
+from agent_memory.db.levels import level_key
 from agent_memory.models import Scope
 from agent_memory.settings import MAX_HALF_LIFE
 
 
-def _current(match: str) -> str:
+def current(match: str) -> str:
     """A current fact (not superseded, above the importance floor) that ``match`` admits."""
     return f"""{match} AND m.superseded_at IS NULL
       AND {importance_on("m.expires_day", "%(day)s", "m.half_life")} >= %(min_importance)s"""
 
 
-_CURRENT = _current(SCOPE_MATCH)
+_CURRENT = current(SCOPE_MATCH)
 
 
 def vector_hits(
@@ -97,13 +97,18 @@ def vector_hits(
 
     ``levels``: ``where`` reads several levels of memory (:mod:`agent_memory.db.levels`), one
     entry per level in their order, each that level's own index or None; each level's nearest
-    are read as one scope's are, and the nearest of them all kept.
+    are read as one scope's are, and the nearest of them all kept. The levels with an index
+    share one scope's reading of it: each reads ``2 * candidates`` divided among them (an HNSW
+    scan costs about in proportion to the queue it keeps, ``hnsw.ef_search``, whatever its
+    limit), so three large levels cost about what one does. A level with no index is small and
+    read in full; with one large level, it reads all ``2 * candidates`` as if it were alone.
     """
     if levels is None:
         nearest = _nearest(embeddings, key, f"e.{SCOPE_MATCH}", ann)
     else:
+        share = sum(level is not None for level in levels)
         each = "\n                      UNION ALL ".join(
-            f"({_nearest(embeddings, key, f'e.scope_key = {level_key(n)}', level)})"
+            f"({_nearest(embeddings, key, f'e.scope_key = {level_key(n)}', level, share)})"
             for n, level in enumerate(levels)
         )
         nearest = f"""SELECT id, distance FROM ({each}) AS each_level
@@ -122,8 +127,10 @@ def vector_hits(
 )"""
 
 
-def _nearest(embeddings: str, key: str, scope: str, ann: AnnIndex | None) -> str:
-    """One scope's ``2 * candidates`` nearest vectors (``scope``: the condition on ``e``)."""
+def _nearest(embeddings: str, key: str, scope: str, ann: AnnIndex | None, share: int = 1) -> str:
+    """One scope's ``2 * candidates`` nearest vectors (``scope``: the condition on ``e``);
+    through its index ``ann``, ``1 / share`` of them (see :func:`vector_hits`)."""
+    limit = "2 * %(candidates)s"
     if ann is None:
         distance = "e.embedding <=> %(vector)s::vector"
         match = f"{scope} AND e.model = %(model)s"
@@ -136,10 +143,17 @@ def _nearest(embeddings: str, key: str, scope: str, ann: AnnIndex | None) -> str
         model = sql.Literal(ann.model).as_string().replace("%", "%%")
         match = f"e.scope_tag = {scope_tag} AND e.model = {model}"
         dims = f"vector_dims(e.embedding) = {d} AND e.embedding IS NOT NULL"
+        if share > 1:
+            # The scan's queue is sized for its share alone: ef_search is read when the scan
+            # starts, which is after the one-time filter (an init plan) above it has run; set
+            # for the statement's transaction only, so the session keeps its own (ANN_EF_SEARCH)
+            limit = f"(2 * %(candidates)s + {share - 1}) / {share}"
+            match += f""" AND (SELECT set_config('hnsw.ef_search',
+                                 least(1000, {limit})::text, true)) IS NOT NULL"""
     return f"""SELECT e.{key} AS id, {distance} AS distance
                       FROM {embeddings} e
                       WHERE %(vector)s::text IS NOT NULL AND {match} AND {dims}
-                      ORDER BY {distance} LIMIT 2 * %(candidates)s"""
+                      ORDER BY {distance} LIMIT {limit}"""
 
 
 NO_VECTOR_HITS = """vector_hits AS (
@@ -167,31 +181,20 @@ FUSED = """fused AS (
     GROUP BY id
 )"""
 
-_FACTS = "agent_memory.memory_items"
-_EMBEDDINGS = "agent_memory.fact_embeddings"
+FACTS = "agent_memory.memory_items"
+EMBEDDINGS = "agent_memory.fact_embeddings"
 # the full-text side of the ranking of one scope (read alone by tests/test_term_counts.py)
-_TEXT_HITS = text_hits(_FACTS, _CURRENT, "expires_day", "f")
-# the same reading every level a scope reads (agent_memory.db.levels), and one of them
-_CURRENT_LEVELS = _current(LEVELS_MATCH)
-_CURRENT_LEVEL = _current(f"m.{ONE_LEVEL}")
-
-
-def _rank(vector_hits: str, levels: bool = False) -> str:
-    """The ranking statement (see the module) with this ``vector_hits`` CTE; ``levels``: over
-    several levels of memory, each row with the scope it is filed under."""
-    current, text = _CURRENT, _TEXT_HITS
-    top = f"""SELECT m.id FROM {_FACTS} m
-    WHERE {current}
+_TEXT_HITS = text_hits(FACTS, _CURRENT, "expires_day", "f")
+_TOP = f"""SELECT m.id FROM {FACTS} m
+    WHERE {_CURRENT}
     ORDER BY m.expires_day DESC LIMIT %(candidates)s"""
-    origin = ""
-    if levels:
-        current = _CURRENT_LEVELS
-        text = text_hits(_FACTS, current, "expires_day", "f", one_level=_CURRENT_LEVEL)
-        top = f"""SELECT t.id FROM unnest({LEVEL_KEYS}) AS lk(key)
-    CROSS JOIN LATERAL (SELECT m.id, m.expires_day FROM {_FACTS} m WHERE {_CURRENT_LEVEL}
-                        ORDER BY m.expires_day DESC LIMIT %(candidates)s) AS t
-    ORDER BY t.expires_day DESC LIMIT %(candidates)s"""
-        origin = ", user_id, agent_id, workflow_id"
+
+
+def rank(vector_hits: str, text: str = _TEXT_HITS, top: str = _TOP, origin: str = "") -> str:
+    """The ranking statement (see the module) with this ``vector_hits`` CTE. The other
+    parts are one scope's unless given (:mod:`agent_memory.db.level_reads`): the
+    ``text_hits`` CTEs, ``top`` (the ids of the latest current facts, at most ``candidates``)
+    and ``origin`` (more columns of ``m`` to return, each after a comma)."""
     return f"""
 WITH {text},
 {vector_hits},
@@ -209,7 +212,7 @@ scored AS (
            {importance_on("m.expires_day", "%(day)s", "m.half_life")} AS importance,
            exp(greatest(-ln(2) * greatest(%(day)s - agent_memory.day_index(m.importance_at), 0)
                         / %(half_life)s::float8, -700)) AS recency
-    FROM candidates c CROSS JOIN LATERAL {by_id(_FACTS, "c.id")} AS m
+    FROM candidates c CROSS JOIN LATERAL {by_id(FACTS, "c.id")} AS m
 ),
 priored AS (
     SELECT *, coalesce((%(w_importance)s * importance + %(w_recency)s * recency)
@@ -227,27 +230,15 @@ LIMIT %(limit)s
 
 
 # Full text alone (also what runs where pgvector is missing: no reference to its types).
-RANKED_TEXT = _rank(NO_VECTOR_HITS)
+RANKED_TEXT = rank(NO_VECTOR_HITS)
 # Full text and meaning (or meaning alone, with no text).
-RANKED_HYBRID = _rank(vector_hits(_FACTS, _EMBEDDINGS, "fact_id", _CURRENT))
+RANKED_HYBRID = rank(vector_hits(FACTS, EMBEDDINGS, "fact_id", _CURRENT))
 
 
 @functools.lru_cache(maxsize=1024)
 def ranked_hybrid_ann(ann: AnnIndex) -> str:
     """:data:`RANKED_HYBRID` reading a large scope's nearest facts from its own HNSW index."""
-    return _rank(vector_hits(_FACTS, _EMBEDDINGS, "fact_id", _CURRENT, ann))
-
-
-# Over several levels of memory (agent_memory.db.levels): full text alone, and with meaning,
-# each level's vectors read from its own HNSW index where it has one (an entry per level).
-RANKED_LEVELS_TEXT = _rank(NO_VECTOR_HITS, levels=True)
-
-
-@functools.lru_cache(maxsize=1024)
-def ranked_levels_hybrid(anns: tuple[AnnIndex | None, ...]) -> str:
-    """:data:`RANKED_HYBRID` over levels, one entry of ``anns`` per level read."""
-    hits = vector_hits(_FACTS, _EMBEDDINGS, "fact_id", _CURRENT_LEVELS, levels=anns)
-    return _rank(hits, levels=True)
+    return rank(vector_hits(FACTS, EMBEDDINGS, "fact_id", _CURRENT, ann))
 
 
 Ranked = list[tuple[int, str, float, float]]  # fact id, content, importance, score
