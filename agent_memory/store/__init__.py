@@ -136,6 +136,7 @@ class AgentMemoryStore(TTLStore):
             user_id=user_id,
             agent_id=agent_id,
             workflow_id=workflow_id,
+            share=manager.settings.memory.share,
         )
         self._owns_manager = False
         self._index = StoreIndex(index) if index else None
@@ -324,7 +325,7 @@ class AgentMemoryStore(TTLStore):
 
     def _ranks_by_meaning(self, prefix: tuple[str, ...]) -> bool:
         return (
-            self.template.binding(prefix).exact
+            self.template.reading(prefix) is not None
             and self.manager.settings.memory.inject_ranking in ("hybrid", "vector")
             and self.manager.settings.embedding.active_model is not None
         )
