@@ -107,3 +107,29 @@ def test_the_default_template_with_a_fixed_agent_reads_the_person(
     assert store.get(ns, fact_key(ids[SIBLING])) is None
     # the person's own store (no agent) reads the person alone
     assert _shown(manager.store().search(ns)) == [(ns, PERSON, None)]
+
+
+def test_a_key_of_another_levels_fact_put_is_the_namespaces_own_and_deleted_forgets_it(
+    manager: MemoryManager, db: psycopg.Connection[Any]
+) -> None:
+    shares = manager.settings.memory.share == "user"
+    ids = _filed(manager, db)
+    store = manager.store(AGENT_TEMPLATE)
+    ns, key = ("memories", "alice", "support"), fact_key(ids[PERSON])
+    # a put writes the exact scope; its row holds the key, so the key shows one item
+    store.put(ns, key, {"content": "Alice wants answers by phone"})
+    found = [i for i in store.search(ns, limit=50) if i.key == key]
+    assert [i.value["content"] for i in found] == ["Alice wants answers by phone"]
+    got = store.get(ns, key)
+    assert got is not None and got.value["content"] == "Alice wants answers by phone"
+    # a delete of the key forgets what it named: the row's fact, and the person's fact at
+    # the person's level (as the forget tool does), where the namespace reads it
+    store.delete(ns, key)
+    assert store.get(ns, key) is None
+    person = db.execute(
+        "SELECT superseded_at IS NULL FROM agent_memory.memory_items WHERE id = %s",
+        (ids[PERSON],),
+    ).fetchone()
+    assert person == (not shares,)
+    billing = store.search(("memories", "alice", "billing"))
+    assert PERSON not in [i.value["content"] for i in billing]

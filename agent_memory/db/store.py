@@ -221,7 +221,8 @@ _LEVEL = """CASE WHEN m.user_id IS NULL THEN
 def levels_half(levels: Sequence[Scope], params: dict[str, Any], facts_where: str) -> str:
     """The current facts of ``levels`` that pass ``facts_where`` (alias ``m``), shown in the
     namespace read (``%(ns)s``) under their own keys (:func:`fact_key`), each value with its
-    ``level``; but those a row of that namespace shows already."""
+    ``level``; but those a row of that namespace shows already, or whose key a row of it holds
+    (a put of that key wrote the namespace's own item: the key is the row's)."""
     params.update(levels_params(levels))
     importance = importance_on("m.expires_day", "%(day)s", "m.half_life")
     return f"""SELECT 'f' || m.id AS ident, %(ns)s::text[] AS namespace, {FACT_KEY_SQL} AS key,
@@ -232,7 +233,9 @@ def levels_half(levels: Sequence[Scope], params: dict[str, Any], facts_where: st
     FROM agent_memory.memory_items m
     WHERE m.superseded_at IS NULL AND m.{LEVELS_MATCH} AND {facts_where}
       AND NOT EXISTS (SELECT 1 FROM agent_memory.store_items h
-                      WHERE h.namespace = %(ns)s::text[] AND h.fact_id = m.id)"""
+                      WHERE h.namespace = %(ns)s::text[] AND h.fact_id = m.id)
+      AND NOT EXISTS (SELECT 1 FROM agent_memory.store_items h
+                      WHERE h.namespace = %(ns)s::text[] AND h.key = {FACT_KEY_SQL})"""
 
 
 def _cte(halves: list[str]) -> str:
