@@ -133,3 +133,25 @@ def test_a_key_of_another_levels_fact_put_is_the_namespaces_own_and_deleted_forg
     assert person == (not shares,)
     billing = store.search(("memories", "alice", "billing"))
     assert PERSON not in [i.value["content"] for i in billing]
+
+
+def test_a_vector_search_completes_its_page_with_the_levels_facts(
+    manager: MemoryManager, db: psycopg.Connection[Any]
+) -> None:
+    from agent_memory.store import AgentMemoryStore
+    from tests.test_store_index import CharacterEmbeddings
+
+    shares = manager.settings.memory.share == "user"
+    _filed(manager, db)
+    embeddings = CharacterEmbeddings()
+    index = {"dims": embeddings.dims, "embed": embeddings, "fields": ["content"]}
+    store = AgentMemoryStore(manager, namespace=AGENT_TEMPLATE, index=index)  # type: ignore[arg-type]
+    store.setup()
+    ns = ("memories", "alice", "support")
+    store.put(ns, "tz", {"content": "Alice works in CET"})
+    found = store.search(ns, query="email", limit=10)
+    assert found[0].value["content"] == "Alice works in CET" and found[0].score is not None
+    # then, unscored, what no item shows: its note (put before the index) and the person's
+    rest = sorted((i.value["content"], i.value.get("level")) for i in found[1:])
+    assert rest == sorted([(NOTE, None), *([(PERSON, "user")] if shares else [])])
+    assert all(i.score is None for i in found[1:])
