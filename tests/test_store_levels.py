@@ -155,3 +155,21 @@ def test_a_vector_search_completes_its_page_with_the_levels_facts(
     rest = sorted((i.value["content"], i.value.get("level")) for i in found[1:])
     assert rest == sorted([(NOTE, None), *([(PERSON, "user")] if shares else [])])
     assert all(i.score is None for i in found[1:])
+
+
+def test_list_namespaces_names_the_level_namespaces_that_hold_facts(
+    manager: MemoryManager, db: psycopg.Connection[Any]
+) -> None:
+    shares = manager.settings.memory.share == "user"
+    _filed(manager, db)
+    store = manager.store(AGENT_TEMPLATE)
+    people = [("memories", "alice"), ("memories", "bob")] if shares else []
+    assert store.list_namespaces(prefix=("memories",)) == sorted(
+        [*people, ("memories", "alice", "billing"), ("memories", "alice", "support")]
+    )
+    assert store.list_namespaces(prefix=("memories", "bob")) == people[1:]
+    # the default template has no level namespace: the person's is a memory namespace
+    assert manager.store().list_namespaces(max_depth=2) == [
+        ("memories", "alice"),
+        ("memories", "bob"),
+    ]

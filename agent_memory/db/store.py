@@ -21,6 +21,7 @@ from agent_memory.db.dual import Run, Steps
 from agent_memory.db.fragments import SCOPE_MATCH, importance_on
 from agent_memory.db.fulltext import text_hits
 from agent_memory.db.levels import LEVELS_MATCH, levels_params
+from agent_memory.db.store_levels import level_namespaces
 from agent_memory.db.store_ttl import ident, live
 from agent_memory.errors import InvalidStoreRequestError
 from agent_memory.models import SCOPE_FIELDS, Scope
@@ -333,10 +334,12 @@ def namespaces_steps(
     max_depth: int | None,
     limit: int,
     offset: int,
+    levels: bool = False,
 ) -> Steps[list[tuple[str, ...]]]:
     """The namespaces that hold items (see the module), cut to ``max_depth`` labels, that
     match every condition: ``("prefix" | "suffix", labels)``, where ``"*"`` matches any one
-    label. In label order."""
+    label. In label order. ``levels``: the level namespaces that hold facts too
+    (:mod:`agent_memory.db.store_levels`)."""
     params: dict[str, Any] = {"depth": max_depth, "limit": limit, "offset": offset}
     for i, literal in enumerate(labels):
         params[f"t{i}"] = literal
@@ -353,12 +356,14 @@ def namespaces_steps(
             parts.append(f"namespace[{at}] = %(c{c}_{i})s")
         clauses.append(" AND ".join(parts))
     facts_scope = _fact_scope(fields, fixed, {}, params)
+    of_levels = level_namespaces(labels, fields, fixed, params) if levels else []
     rows = yield Run(
         f"""WITH held AS (
     SELECT s.namespace FROM agent_memory.store_items s WHERE s.visible AND {live("s")}
     UNION
     SELECT DISTINCT {_render(fields, params)} FROM agent_memory.memory_items m
     WHERE m.superseded_at IS NULL AND NOT m.shown AND {facts_scope}
+    {"".join(f" UNION {select}" for select in of_levels)}
 ), cut AS (
     SELECT DISTINCT namespace[1:least(cardinality(namespace),
                                       coalesce(%(depth)s::int, cardinality(namespace)))] AS ns

@@ -360,6 +360,7 @@ class AgentMemoryStore(TTLStore):
                     read.max_depth,
                     read.limit,
                     read.offset,
+                    self.template.share != "exact",
                 )
         # in key order: two batches that write the same keys lock them in one order
         for (ns, key), (op, fact) in sorted(plan.writes.items(), key=lambda w: w[0]):

@@ -11,10 +11,10 @@ of the levels its scope reads, each under its own key (:func:`agent_memory.db.st
 and with its ``level``. A level with no memory namespace of its own under the template (the
 person's, ``(alice, None, None)``, under ``("memories", "{user_id}", "{agent_id}")``) is read
 at the template cut before its first unset part, its *level namespace* (``("memories",
-"alice")``): a prefix search there reaches it. Puts are unchanged: a put writes its exact
-scope's memory namespace (a put of a shown fact's key makes the key that namespace's own), and
-one in a level namespace is a document of no scope; a delete of a shown fact's key forgets the
-fact at its own level.
+"alice")``): a prefix search there reaches it, and ``list_namespaces`` names it. Puts are
+unchanged: a put writes its exact scope's memory namespace (a put of a shown fact's key makes
+the key that namespace's own), and one in a level namespace is a document of no scope; a
+delete of a shown fact's key forgets the fact at its own level.
 """
 
 from __future__ import annotations
