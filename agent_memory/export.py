@@ -38,6 +38,9 @@ async def scope_document(conn: psycopg.AsyncConnection[Any], scope: Scope) -> di
         return None
     return {
         "scope": scope.as_dict(),
+        # the level of memory its facts are filed at: "user" (about the person, shared by all
+        # their agents), "user_agent", "workflow", "agent" (docs/guide.md, "Levels of memory")
+        "level": scope.level,
         "exported_at": datetime.now(UTC).isoformat(),
         "facts": [
             {**f.model_dump(mode="json"), "source_episodes": sources.get(f.id, [])} for f in facts

@@ -199,6 +199,22 @@ class Management:
 
         return memory_tools(self)  # type: ignore[arg-type]
 
+    def _readable(self, scope: Scope | None) -> tuple[Scope, ...] | None:
+        """The scopes whose facts ``scope`` may change: those it reads (None: any)."""
+        return None if scope is None else scope.levels(self.settings.memory.share)
+
+    async def readable_facts(self, scope: Scope) -> list[MemoryItem]:
+        """The current facts ``scope`` reads: its own and those of the levels of memory it
+        reads (``share``), most important first; each one's level is
+        ``filed_under(fact).level``."""
+        pool = await self._apool()
+        day = today()
+        found: list[MemoryItem] = []
+        async with pool.connection() as conn:
+            for level in scope.levels(self.settings.memory.share):
+                found += await fact_repo.items(conn, level, day)
+        return sorted(found, key=lambda f: (-f.importance, f.id))
+
     async def add_fact(
         self, scope: Scope, content: str, *, importance: float = 0.5, kind: FactKind = "general"
     ) -> MemoryItem:
@@ -213,33 +229,39 @@ class Management:
         return stored
 
     async def update_fact(
-        self, fact_id: int, content: str, *, importance: float | None = None
+        self,
+        fact_id: int,
+        content: str,
+        *,
+        importance: float | None = None,
+        scope: Scope | None = None,
     ) -> MemoryItem:
-        """Correct a current fact: the new wording becomes a fact of the same scope and kind,
-        and the old one is kept, superseded by it (its history). The new fact."""
+        """Correct a current fact: the new wording becomes a fact of the same scope and kind
+        (the fact's own level), and the old one is kept, superseded by it (its history). The
+        new fact. ``scope``: the fact must be one ``scope`` reads (its own or a level of memory
+        it reads under ``share``); another user's or a sibling's is as unknown as none."""
         pool = await self._apool()
         async with pool.connection() as conn, conn.transaction():
-            old = await _current(conn, fact_id)
-            scope = Scope(old.user_id, old.agent_id, old.workflow_id)
+            old = await _current(conn, fact_id, self._readable(scope))
+            at = filed_under(old)
             fact = _fact(content, old.importance if importance is None else importance, old.kind)
             now = datetime.now(UTC)
-            new_id = next(
-                iter((await fact_repo.upsert(conn, scope, [fact], now, None)).ids.values())
-            )
+            new_id = next(iter((await fact_repo.upsert(conn, at, [fact], now, None)).ids.values()))
             if new_id != fact_id:
-                await fact_repo.supersede(conn, scope, fact_id, new_id, None, now)
+                await fact_repo.supersede(conn, at, fact_id, new_id, None, now)
             stored = await fact_repo.get(conn, new_id, today())
         assert stored is not None
         return stored
 
-    async def forget_fact(self, fact_id: int) -> MemoryItem:
-        """Invalidate a current fact: inject never returns it again; it is kept, superseded,
-        as history (:meth:`erase` removes a scope's facts for good). The forgotten fact."""
+    async def forget_fact(self, fact_id: int, *, scope: Scope | None = None) -> MemoryItem:
+        """Invalidate a current fact, at its own level: inject never returns it again; it is
+        kept, superseded, as history (:meth:`erase` removes a scope's facts for good). The
+        forgotten fact. ``scope``: as :meth:`update_fact`'s."""
         pool = await self._apool()
         async with pool.connection() as conn, conn.transaction():
-            old = await _current(conn, fact_id)
-            scope = Scope(old.user_id, old.agent_id, old.workflow_id)
-            await fact_repo.supersede(conn, scope, fact_id, None, None, datetime.now(UTC))
+            old = await _current(conn, fact_id, self._readable(scope))
+            now = datetime.now(UTC)
+            await fact_repo.supersede(conn, filed_under(old), fact_id, None, None, now)
             stored = await fact_repo.get(conn, fact_id, today())
         assert stored is not None
         return stored
@@ -310,8 +332,21 @@ def _fact(content: str, importance: float, kind: str) -> Fact:
         ) from None
 
 
-async def _current(conn: psycopg.AsyncConnection[Any], fact_id: int) -> MemoryItem:
+async def _current(
+    conn: psycopg.AsyncConnection[Any], fact_id: int, readable: tuple[Scope, ...] | None = None
+) -> MemoryItem:
+    """The current fact ``fact_id``; filed under one of ``readable`` where it is given (one
+    elsewhere is as unknown as a missing one)."""
     fact = await fact_repo.get(conn, fact_id, today())
-    if fact is None or fact.superseded_at is not None:
+    if (
+        fact is None
+        or fact.superseded_at is not None
+        or (readable is not None and filed_under(fact) not in readable)
+    ):
         raise UnknownFactError(f"no current fact with id {fact_id}")
     return fact
+
+
+def filed_under(fact: MemoryItem) -> Scope:
+    """The scope ``fact`` is filed under (its level: ``filed_under(fact).level``)."""
+    return Scope(fact.user_id, fact.agent_id, fact.workflow_id)

@@ -61,6 +61,11 @@ def _forgotten(fact_id: int, content: str | None) -> str:
 def memory_tools(manager: MemoryManager) -> list[BaseTool]:
     """The three tools over ``manager``, for sync and async graphs (see the module)."""
 
+    def levels(config: RunnableConfig) -> tuple[Scope, ...]:
+        """What ``forget`` may invalidate: the scope's facts and those of the levels it reads,
+        each at its own level."""
+        return _scope(config).levels(manager.settings.memory.share)
+
     def checked(content: str, importance: float) -> Fact:
         return _fact(content, importance, "general")
 
@@ -102,12 +107,13 @@ def memory_tools(manager: MemoryManager) -> list[BaseTool]:
     async def aforget(fact_id: int, config: RunnableConfig) -> str:
         pool = await manager._apool()
         async with pool.connection() as conn:
-            return _forgotten(fact_id, await fact_edits.forget(conn, _scope(config), fact_id))
+            return _forgotten(fact_id, await fact_edits.forget(conn, levels(config), fact_id))
 
     def forget(fact_id: int, config: RunnableConfig) -> str:
-        """Forget a fact that is no longer true, by the id recall gave it."""
+        """Forget a fact that is no longer true, by the id recall gave it (a fact about the
+        user shared by their other agents is forgotten for them too)."""
         with manager._spool().connection() as conn:
-            return _forgotten(fact_id, fact_edits.forget_sync(conn, _scope(config), fact_id))
+            return _forgotten(fact_id, fact_edits.forget_sync(conn, levels(config), fact_id))
 
     return [
         StructuredTool.from_function(func=remember, coroutine=aremember, name="remember"),

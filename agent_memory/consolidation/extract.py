@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from dataclasses import replace
 
 from psycopg_pool import AsyncConnectionPool
 
@@ -27,8 +28,25 @@ async def extract_batch(
     scope's last completed job already consolidated (the same conversation recorded again) is
     never sent to the model: its cached facts are written again (reinforcing them, or bringing
     back what decay purged), or, with no cached answer, it is skipped (None). ``limit``
-    bounds the model calls in flight (a cached answer does not wait for it).
+    bounds the model calls in flight (a cached answer does not wait for it). With a level
+    forced on the batch (``batch.level``), every fact names that level (filed there where the
+    scope reads it, :func:`agent_memory.levels.filing_scope`).
     """
+    extraction = await _extract(pool, batch, extractor, limit)
+    if extraction is None or batch.level is None:
+        return extraction
+    # a level forced on the run (backfill --level) names every fact's level; the cache keeps
+    # the model's answer, so another run of the same content files by the rules again
+    operations = [op.model_copy(update={"level": batch.level}) for op in extraction.operations]
+    return replace(extraction, operations=operations)
+
+
+async def _extract(
+    pool: AsyncConnectionPool,
+    batch: ScopeBatch,
+    extractor: Extractor,
+    limit: asyncio.Semaphore | None,
+) -> Extraction | None:
     name, version = extractor.name, extractor.prompt_version
     async with pool.connection() as conn:
         ops = await extraction_repo.get(conn, batch.checksum, name, version)

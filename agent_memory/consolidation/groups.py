@@ -34,7 +34,7 @@ from agent_memory.consolidation.write import write_or_yield
 from agent_memory.decay import DEFAULT_REINFORCEMENT, Reinforcement
 from agent_memory.errors import StepError, TransientExtractionError
 from agent_memory.extraction.base import Extraction, Extractor
-from agent_memory.models import DecayFrom, Scope, Share, Window
+from agent_memory.models import DecayFrom, Level, Scope, Share, Window
 from agent_memory.pseudonyms import Namer, by_label, summarise, unquoted
 from agent_memory.settings import JobSettings
 
@@ -133,6 +133,7 @@ class BatchPlan:
     window: Window | None = None
     decay_from: DecayFrom = "import"
     share: Share = "exact"  # the levels a scope reads and files facts at (AGENT_MEMORY_SHARE)
+    level: Level | None = None  # every fact filed at this level (backfill --level); None: rules
     reinforce: Reinforcement = DEFAULT_REINFORCEMENT
     # when a failed scope is tried again, and when it is parked
     failures: JobSettings = field(default_factory=JobSettings.model_construct)
@@ -189,6 +190,7 @@ async def _load_one(
         plan.window,
         plan.decay_from,
         plan.share,
+        plan.level,
     )
     member.batch = batch
     member.stage = "loaded" if batch is not None else "done"

@@ -15,7 +15,7 @@ from agent_memory.db import jobs as job_repo
 from agent_memory.decay import today
 from agent_memory.extraction.base import Extractor, Usage, checksum
 from agent_memory.extraction.prompt import format_episodes
-from agent_memory.models import DecayFrom, Episode, KnownFact, Scope, Share, Window
+from agent_memory.models import DecayFrom, Episode, KnownFact, Level, Scope, Share, Window
 
 KNOWN_FACTS = 50  # how many current facts the extractor sees (the most important)
 
@@ -38,6 +38,8 @@ class ScopeBatch:
     notes: list[str] = field(default_factory=list)  # e.g. an oversize episode that was cut
     more: bool = False  # pending episodes remain after this batch
     decay_from: DecayFrom = "import"
+    # the level every fact of the batch is filed at (backfill --level); None: by the rules
+    level: Level | None = None
 
     @property
     def episode_ids(self) -> list[int]:
@@ -132,6 +134,7 @@ async def load_batch(
     window: Window | None = None,
     decay_from: DecayFrom = "import",
     share: Share = "exact",
+    level: Level | None = None,
 ) -> ScopeBatch | None:
     """Load the scope's next batch of pending episodes (oldest first, within the token
     budget and the window), checksum them and open a job row for them; its facts' decay clock
@@ -179,4 +182,5 @@ async def load_batch(
         more=len(chosen) < len(pending) or len(pending) == max_episodes,
         decay_from=decay_from,
         share=share,
+        level=level,
     )

@@ -25,6 +25,7 @@ from agent_memory.models import Scope
 KEY = "agent_memory.scope_key(%(user_id)s, %(agent_id)s, %(workflow_id)s)"
 FACTS = f"SELECT id FROM agent_memory.memory_items WHERE scope_key = {KEY}"
 SNIPPETS = f"SELECT id FROM agent_memory.snippets WHERE scope_key = {KEY}"
+EPISODES = f"SELECT id FROM agent_memory.episodes WHERE scope_key = {KEY}"
 
 # (what the count is called, the statement); run in this order
 STATEMENTS: list[tuple[str, str]] = [
@@ -39,7 +40,13 @@ STATEMENTS: list[tuple[str, str]] = [
         "fact_embedding_rejections",
         f"DELETE FROM agent_memory.fact_embedding_rejections WHERE fact_id IN ({FACTS})",
     ),
-    ("fact_sources", f"DELETE FROM agent_memory.fact_sources WHERE fact_id IN ({FACTS})"),
+    # the sources of its facts, and its episodes as sources of facts filed at another level
+    # (the person's, learned here): those facts stay, without a source that no longer exists
+    (
+        "fact_sources",
+        f"DELETE FROM agent_memory.fact_sources WHERE fact_id IN ({FACTS})"
+        f" OR episode_id IN ({EPISODES})",
+    ),
     # the Store's items of the scope: its memories (going with their facts too) and documents
     ("store_items", f"DELETE FROM agent_memory.store_items WHERE scope_key = {KEY}"),
     ("memory_items", f"DELETE FROM agent_memory.memory_items WHERE scope_key = {KEY}"),

@@ -273,7 +273,7 @@ ON CONFLICT DO NOTHING
 """
 
 EXPLAIN = """
-SELECT e.id, e.occurred_at, e.messages, s.job_id
+SELECT e.id, e.occurred_at, e.messages, s.job_id, e.user_id, e.agent_id, e.workflow_id
 FROM agent_memory.fact_sources s
 JOIN agent_memory.episodes e ON e.id = s.episode_id
 WHERE s.fact_id = %s
@@ -294,10 +294,11 @@ async def get(conn: psycopg.AsyncConnection[Any], fact_id: int, on: date) -> Mem
 
 async def sources(
     conn: psycopg.AsyncConnection[Any], fact_id: int
-) -> list[tuple[int, datetime, list[dict[str, Any]], int | None]]:
-    """The episodes a fact came from: (episode id, when it happened, messages, job id)."""
+) -> list[tuple[int, datetime, list[dict[str, Any]], int | None, Scope]]:
+    """The episodes a fact came from: (episode id, when it happened, messages, job id, the
+    exact scope it was recorded in, which differs from the fact's at another level)."""
     cur = await conn.execute(EXPLAIN, (fact_id,))
-    return [(int(r[0]), r[1], r[2], r[3]) for r in await cur.fetchall()]
+    return [(int(r[0]), r[1], r[2], r[3], Scope(*r[4:7])) for r in await cur.fetchall()]
 
 
 def _dedupe(facts: Sequence[Fact]) -> list[Fact]:

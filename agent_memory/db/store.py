@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import psycopg
@@ -20,6 +20,8 @@ import psycopg
 from agent_memory.db.dual import Run, Steps
 from agent_memory.db.fragments import SCOPE_MATCH, importance_on
 from agent_memory.db.fulltext import text_hits
+from agent_memory.db.levels import LEVELS_MATCH, levels_params
+from agent_memory.db.store_levels import level_namespaces
 from agent_memory.db.store_ttl import ident, live
 from agent_memory.errors import InvalidStoreRequestError
 from agent_memory.models import SCOPE_FIELDS, Scope
@@ -144,6 +146,11 @@ def namespace_params(namespace: tuple[str, ...]) -> dict[str, Any]:
     return {"ns": list(namespace), "ns_end": end}
 
 
+def row_halves(namespace: tuple[str, ...], exact: bool) -> int:
+    """How many of :func:`items_cte`'s parts are rows (they come first)."""
+    return len(_under("s.namespace", namespace, exact))
+
+
 def _under(column: str, namespace: tuple[str, ...], exact: bool) -> list[str]:
     """The conditions that together select ``namespace`` (``exact``) or it and every
     namespace under it: one for itself, one for those under it (each read through the
@@ -169,13 +176,15 @@ def items_cte(
     params: dict[str, Any],
     rows_where: str = "TRUE",
     facts_where: str = "TRUE",
+    levels: Sequence[Scope] = (),
 ) -> list[str]:
     """The parts of what a read sees (see the module), each a SELECT of ``(ident, namespace,
     key, value, created_at, updated_at, fact_id)``: the store's visible rows of ``namespace``
     (``exact``; else also those of every namespace under it, a part of their own) that pass
     ``rows_where`` (alias ``s``), and the facts no row shows that pass ``facts_where`` (alias
     ``m``). ``bound``: the scope parts the namespace fixes of the memory namespaces under it,
-    None when none lie under it (there is no facts' part then)."""
+    None when none lie under it (there is no facts' part then). ``levels``: the levels of
+    memory whose facts ``namespace`` shows too (:func:`levels_half`)."""
     for i, literal in enumerate(labels):
         params[f"t{i}"] = literal
     params.update(namespace_params(namespace))
@@ -186,6 +195,8 @@ def items_cte(
     WHERE {under} AND s.visible AND {live("s")} AND {rows_where}"""
         for under in _under("s.namespace", namespace, exact)
     ]
+    if levels:
+        halves.append(levels_half(levels, params, facts_where))
     if bound is None:
         return halves
     importance = importance_on("m.expires_day", "%(day)s", "m.half_life")
@@ -198,6 +209,34 @@ def items_cte(
     WHERE m.superseded_at IS NULL AND NOT m.shown
       AND {_fact_scope(fields, fixed, bound, params)} AND {facts_where}"""
     return [*halves, facts]
+
+
+# the level a fact is filed at, by its scope's parts (agent_memory.models.Scope.level)
+_LEVEL = """CASE WHEN m.user_id IS NULL THEN
+                 CASE WHEN m.agent_id IS NOT NULL AND m.workflow_id IS NULL THEN 'agent'
+                      ELSE 'scope' END
+             WHEN m.workflow_id IS NOT NULL THEN 'workflow'
+             WHEN m.agent_id IS NOT NULL THEN 'user_agent' ELSE 'user' END"""
+
+
+def levels_half(levels: Sequence[Scope], params: dict[str, Any], facts_where: str) -> str:
+    """The current facts of ``levels`` that pass ``facts_where`` (alias ``m``), shown in the
+    namespace read (``%(ns)s``) under their own keys (:func:`fact_key`), each value with its
+    ``level``; but those a row of that namespace shows already, or whose key a row of it holds
+    (a put of that key wrote the namespace's own item: the key is the row's)."""
+    params.update(levels_params(levels))
+    importance = importance_on("m.expires_day", "%(day)s", "m.half_life")
+    return f"""SELECT 'f' || m.id AS ident, %(ns)s::text[] AS namespace, {FACT_KEY_SQL} AS key,
+           jsonb_build_object('content', m.content, 'kind', m.kind,
+                              'importance', round({importance}::numeric, 4),
+                              'level', {_LEVEL}) AS value,
+           m.created_at, m.updated_at, m.id AS fact_id
+    FROM agent_memory.memory_items m
+    WHERE m.superseded_at IS NULL AND m.{LEVELS_MATCH} AND {facts_where}
+      AND NOT EXISTS (SELECT 1 FROM agent_memory.store_items h
+                      WHERE h.namespace = %(ns)s::text[] AND h.fact_id = m.id)
+      AND NOT EXISTS (SELECT 1 FROM agent_memory.store_items h
+                      WHERE h.namespace = %(ns)s::text[] AND h.key = {FACT_KEY_SQL})"""
 
 
 def _cte(halves: list[str]) -> str:
@@ -295,10 +334,12 @@ def namespaces_steps(
     max_depth: int | None,
     limit: int,
     offset: int,
+    levels: bool = False,
 ) -> Steps[list[tuple[str, ...]]]:
     """The namespaces that hold items (see the module), cut to ``max_depth`` labels, that
     match every condition: ``("prefix" | "suffix", labels)``, where ``"*"`` matches any one
-    label. In label order."""
+    label. In label order. ``levels``: the level namespaces that hold facts too
+    (:mod:`agent_memory.db.store_levels`)."""
     params: dict[str, Any] = {"depth": max_depth, "limit": limit, "offset": offset}
     for i, literal in enumerate(labels):
         params[f"t{i}"] = literal
@@ -315,12 +356,14 @@ def namespaces_steps(
             parts.append(f"namespace[{at}] = %(c{c}_{i})s")
         clauses.append(" AND ".join(parts))
     facts_scope = _fact_scope(fields, fixed, {}, params)
+    of_levels = level_namespaces(labels, fields, fixed, params) if levels else []
     rows = yield Run(
         f"""WITH held AS (
     SELECT s.namespace FROM agent_memory.store_items s WHERE s.visible AND {live("s")}
     UNION
     SELECT DISTINCT {_render(fields, params)} FROM agent_memory.memory_items m
     WHERE m.superseded_at IS NULL AND NOT m.shown AND {facts_scope}
+    {"".join(f" UNION {select}" for select in of_levels)}
 ), cut AS (
     SELECT DISTINCT namespace[1:least(cardinality(namespace),
                                       coalesce(%(depth)s::int, cardinality(namespace)))] AS ns

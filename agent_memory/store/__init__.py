@@ -47,8 +47,8 @@ from langgraph.store.base import (
 )
 from pydantic import ValidationError
 
+from agent_memory.db import fact_edits, store_writes
 from agent_memory.db import store as store_repo
-from agent_memory.db import store_writes
 from agent_memory.db.dual import Steps, Transaction, run_async, run_sync
 from agent_memory.db.facts import upsert_params
 from agent_memory.errors import InvalidStoreRequestError
@@ -136,6 +136,7 @@ class AgentMemoryStore(TTLStore):
             user_id=user_id,
             agent_id=agent_id,
             workflow_id=workflow_id,
+            share=manager.settings.memory.share,
         )
         self._owns_manager = False
         self._index = StoreIndex(index) if index else None
@@ -324,7 +325,7 @@ class AgentMemoryStore(TTLStore):
 
     def _ranks_by_meaning(self, prefix: tuple[str, ...]) -> bool:
         return (
-            self.template.binding(prefix).exact
+            self.template.reading(prefix) is not None
             and self.manager.settings.memory.inject_ranking in ("hybrid", "vector")
             and self.manager.settings.embedding.active_model is not None
         )
@@ -359,12 +360,14 @@ class AgentMemoryStore(TTLStore):
                     read.max_depth,
                     read.limit,
                     read.offset,
+                    self.template.share != "exact",
                 )
         # in key order: two batches that write the same keys lock them in one order
         for (ns, key), (op, fact) in sorted(plan.writes.items(), key=lambda w: w[0]):
             scope = self.template.memory_scope(ns)
             if op.value is None:
                 yield from store_writes.delete_steps(ns, key, scope)
+                yield from self._forget_level_steps(ns, key)
             elif scope is not None and fact is not None:
                 yield from store_writes.put_memory_steps(ns, key, op.value, scope, fact, op.ttl)
             else:
@@ -373,6 +376,14 @@ class AgentMemoryStore(TTLStore):
             if self._index is not None and op.value is not None:
                 yield from self._index.write_steps(plan, ns, key)
         return plan.results
+
+    def _forget_level_steps(self, ns: tuple[str, ...], key: str) -> Steps[None]:
+        """A delete of the key of a fact of another level that ``ns`` shows (see
+        :mod:`.namespaces`) forgets that fact at its own level, as the ``forget`` tool does."""
+        reading = self.template.reading(ns)
+        named = store_repo.fact_of_key(key)
+        if reading is not None and reading[1] and named is not None:
+            yield from fact_edits.forget_steps(reading[1], named)
 
     def _get_steps(self, op: GetOp) -> Steps[Item | None]:
         return (yield from reads.get_steps(self.template, op))

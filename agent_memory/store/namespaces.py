@@ -5,6 +5,16 @@ the labels in the placeholders' places are the scope's parts (``user_id``, ``age
 ``workflow_id``), the parts the template leaves out are the store's fixed ones, and its items
 are facts. A longer namespace that starts with one (``("memories", "alice", "profile")``)
 holds documents that belong to that scope. Every other namespace holds documents of no scope.
+
+Levels of memory (``share``, docs/guide.md): a read of a memory namespace also shows the facts
+of the levels its scope reads, each under its own key (:func:`agent_memory.db.store.fact_key`)
+and with its ``level``. A level with no memory namespace of its own under the template (the
+person's, ``(alice, None, None)``, under ``("memories", "{user_id}", "{agent_id}")``) is read
+at the template cut before its first unset part, its *level namespace* (``("memories",
+"alice")``): a prefix search there reaches it, and ``list_namespaces`` names it. Puts are
+unchanged: a put writes its exact scope's memory namespace (a put of a shown fact's key makes
+the key that namespace's own), and one in a level namespace is a document of no scope; a
+delete of a shown fact's key forgets the fact at its own level.
 """
 
 from __future__ import annotations
@@ -17,7 +27,7 @@ from typing import Any
 from langgraph.store.base import ListNamespacesOp
 
 from agent_memory.errors import ConfigurationError, InvalidStoreRequestError
-from agent_memory.models import SCOPE_FIELDS, Scope
+from agent_memory.models import SCOPE_FIELDS, Scope, Share
 from agent_memory.store.limits import InvalidStoreNamespaceError, check_size, shown
 
 _PLACEHOLDER = re.compile(r"^\{([a-z_]+)\}$")
@@ -72,8 +82,10 @@ class NamespaceTemplate:
         user_id: str | None = None,
         agent_id: str | None = None,
         workflow_id: str | None = None,
+        share: Share = "exact",
     ) -> None:
         labels = check_labels(template, "namespace template")
+        self.share: Share = share  # which levels of memory a read shows (see the module)
         if not labels:
             raise ConfigurationError(
                 "the namespace template is empty; e.g. ('memories', '{user_id}')"
@@ -136,6 +148,33 @@ class NamespaceTemplate:
     def owner(self, namespace: tuple[str, ...]) -> Scope | None:
         """The scope ``namespace`` belongs to: its memory namespace or one under it."""
         return self._scope(namespace) if len(namespace) >= len(self.labels) else None
+
+    def level_scope(self, namespace: tuple[str, ...]) -> Scope | None:
+        """The scope whose level namespace ``namespace`` is (see the module): one shorter
+        than the template, its literals matching, holding a placeholder's label and cut just
+        before another placeholder, the parts it leaves out unset. None when it is none, or
+        when the store reads no levels (``share`` is ``exact``)."""
+        n = len(namespace)
+        if self.share == "exact" or not 0 < n < len(self.labels) or self.fields[n] is None:
+            return None
+        if not any(self.fields[:n]):
+            return None
+        scope = self._scope(namespace)
+        if scope is None:
+            return None
+        later = {name: None for name in self.fields[n:] if name is not None}
+        return Scope(**{**scope.as_dict(), **later})
+
+    def reading(self, namespace: tuple[str, ...]) -> tuple[Scope, tuple[Scope, ...]] | None:
+        """What a read of exactly ``namespace`` shows of facts: the scope it is the memory or
+        level namespace of, and the levels whose facts it shows besides the memory namespace's
+        own (those of :meth:`Scope.levels` under ``share``; all of them for a level
+        namespace). None for a namespace of neither kind."""
+        scope = self.memory_scope(namespace)
+        if scope is not None:
+            return scope, scope.levels(self.share)[1:]
+        scope = self.level_scope(namespace)
+        return (scope, scope.levels(self.share)) if scope is not None else None
 
     def render(self, scope: Scope) -> tuple[str, ...] | None:
         """The memory namespace of ``scope``; None when it has none (a part the template holds

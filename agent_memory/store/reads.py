@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 
 from langgraph.store.base import GetOp, Item, SearchItem, SearchOp
 
-from agent_memory.db import fusion, store_vectors
+from agent_memory.db import fusion, level_reads, store_vectors
 from agent_memory.db import recall as recall_repo
 from agent_memory.db import store as store_repo
 from agent_memory.db.dual import Steps
@@ -46,6 +46,7 @@ def halves(
     bound = binding.bound if binding.possible and (binding.exact or not exact) else None
     params["day"] = day_index(today())
     t = template
+    reading = t.reading(namespace)
     return store_repo.items_cte(
         t.labels,
         t.fields,
@@ -56,6 +57,7 @@ def halves(
         params=params,
         rows_where=rows_where,
         facts_where=facts_where,
+        levels=reading[1] if reading else (),
     )
 
 
@@ -88,11 +90,14 @@ def search_steps(
     need = op.offset + op.limit
     ranked: list[store_repo.Row] = []
     if text and need:
-        scope = template.memory_scope(prefix)
+        reading = template.reading(prefix)
         facts: list[store_repo.Row] = []
-        if scope is not None:
+        if reading is not None:
+            levels = tuple(dict.fromkeys((reading[0], *reading[1])))
+            if template.memory_scope(prefix) is None:  # a level namespace shows its levels'
+                levels = reading[1]
             facts = yield from ranked_facts_steps(
-                template, ranking, scope, prefix, text, vector, condition, filter_params, need
+                template, ranking, levels, prefix, text, vector, condition, filter_params, need
             )
         doc_params: dict[str, Any] = {"ns": list(prefix)}
         doc_condition = store_repo.filter_sql(op.filter, "m", doc_params)
@@ -124,7 +129,7 @@ def search_steps(
 def ranked_facts_steps(
     template: NamespaceTemplate,
     ranking_of: Ranking,
-    scope: Scope,
+    levels: tuple[Scope, ...],
     namespace: tuple[str, ...],
     text: str,
     vector: list[float] | None,
@@ -132,18 +137,22 @@ def ranked_facts_steps(
     filter_params: dict[str, Any],
     need: int,
 ) -> Steps[list[store_repo.Row]]:
-    """The scope's facts that match ``text`` (and ``vector``), best first, as items that
-    pass ``condition``: at least ``need`` of them when the scope has as many; when fewer
-    match, the scope's others follow, as recall orders them, with score 0."""
+    """The facts of ``levels`` (the scope read first, then the levels of memory it shows)
+    that match ``text`` (and ``vector``), ranked together, best first, as items that pass
+    ``condition``: at least ``need`` of them when the levels have as many; when fewer match,
+    the others follow, as recall orders them, with score 0."""
     m = ranking_of.memory
     limit = need
     while True:
         ranking = fusion.search_params(
-            m, scope, text, limit, by_meaning=vector is not None, on=today()
+            m, levels[0], text, limit, by_meaning=vector is not None, on=today()
         )
         if vector is not None:
             ranking["model"] = ranking_of.model
-        rows = yield from recall_repo.ranked_steps(ranking, vector)
+        if len(levels) == 1:
+            rows = yield from recall_repo.ranked_steps(ranking, vector)
+        else:
+            rows, _ = yield from level_reads.ranked_levels_steps(ranking, levels, vector)
         scores = {fact_id: max(score, 0.0) for fact_id, _, _, score in rows}
         params: dict[str, Any] = {**filter_params, "ids": list(scores)}
         parts = halves(
@@ -181,8 +190,9 @@ def facts_after_vectors_steps(
         before = yield from store_vectors.count_steps(prefix, condition, item_params)
     params: dict[str, Any] = {}
     condition = store_repo.filter_sql(op.filter, "items", params)
-    facts = halves(template, prefix, False, params)[-1]  # the binding adds the facts' half
+    # the facts' halves, after the rows'
+    facts = halves(template, prefix, False, params)[store_repo.row_halves(prefix, False) :]
     rows = yield from store_repo.latest_steps(
-        [facts], params, condition, op.limit - len(found), max(0, op.offset - before), []
+        facts, params, condition, op.limit - len(found), max(0, op.offset - before), []
     )
     return found + [search_item(row) for row in rows]

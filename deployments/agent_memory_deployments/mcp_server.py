@@ -20,6 +20,7 @@ from typing import Any, Literal, TypeVar
 from mcp.server.fastmcp import Context, FastMCP
 
 from agent_memory.errors import InvalidScopeError, UnknownFactError, UnknownScopeError
+from agent_memory.management import filed_under
 from agent_memory.manager import MemoryManager
 from agent_memory.models import MemoryItem, Scope
 from agent_memory.settings import Settings
@@ -37,6 +38,9 @@ def _item(fact: MemoryItem) -> dict[str, Any]:
         "id": fact.id,
         "memory": fact.content,
         "kind": fact.kind,
+        # where it is filed: "user" (about the person, shared by their agents), "user_agent",
+        # "workflow", "agent" (docs/guide.md, "Levels of memory")
+        "level": filed_under(fact).level,
         "importance": round(fact.importance, 4),
         "since": fact.valid_from.isoformat() if fact.valid_from else None,
     }
@@ -104,8 +108,9 @@ def build_server(
         return fn
 
     async def owned(manager: MemoryManager, at: Scope, fact_id: int) -> MemoryItem:
-        """The scope's current fact ``fact_id``; another scope's is as unknown as none."""
-        for fact in await manager.facts(at):
+        """The current fact ``fact_id`` of the scope or of a level of memory it reads; another
+        user's or a sibling scope's is as unknown as none."""
+        for fact in await manager.readable_facts(at):
             if fact.id == fact_id:
                 return fact
         raise UnknownFactError(f"no current memory with id {fact_id}")
@@ -136,8 +141,10 @@ def build_server(
     async def list_memories(
         ctx: Context[Any, MemoryManager, Any], user_id: str | None = None
     ) -> list[dict[str, Any]]:
-        """Every current memory, most important first."""
-        return [_item(f) for f in await manager_of(ctx).facts(scope_of(user_id))]
+        """Every current memory, most important first, each with its level ("user": about
+        the person, shared by all their agents; "user_agent", "workflow": this agent's or
+        task's own)."""
+        return [_item(f) for f in await manager_of(ctx).readable_facts(scope_of(user_id))]
 
     @tool
     async def get_memory(
@@ -154,18 +161,21 @@ def build_server(
         user_id: str | None = None,
     ) -> dict[str, Any]:
         """Correct a memory: the new wording replaces it (the old one is kept as history)."""
-        manager = manager_of(ctx)
-        await owned(manager, scope_of(user_id), fact_id)
-        return _item(await manager.update_fact(fact_id, content))
+        try:
+            fact = await manager_of(ctx).update_fact(fact_id, content, scope=scope_of(user_id))
+        except UnknownFactError:
+            raise UnknownFactError(f"no current memory with id {fact_id}") from None
+        return _item(fact)
 
     @tool
     async def delete_memory(
         fact_id: int, ctx: Context[Any, MemoryManager, Any], user_id: str | None = None
     ) -> str:
         """Delete a memory that is no longer true (kept as history, never recalled again)."""
-        manager = manager_of(ctx)
-        await owned(manager, scope_of(user_id), fact_id)
-        fact = await manager.forget_fact(fact_id)
+        try:
+            fact = await manager_of(ctx).forget_fact(fact_id, scope=scope_of(user_id))
+        except UnknownFactError:
+            raise UnknownFactError(f"no current memory with id {fact_id}") from None
         return f"deleted memory {fact.id}: {fact.content}"
 
     @tool

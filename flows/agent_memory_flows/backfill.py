@@ -25,7 +25,7 @@ from agent_memory.consolidation.results import BackfillSummary
 from agent_memory.db.decay import count_faded
 from agent_memory.db.episodes import count_pending
 from agent_memory.db.pool import open_pool
-from agent_memory.models import DecayFrom, Scope, Window
+from agent_memory.models import DecayFrom, Level, Scope, Window
 from agent_memory.settings import get_settings
 from agent_memory_flows.outcome import outcome
 from agent_memory_flows.params import ConsolidationParams, ScopeParam
@@ -54,6 +54,12 @@ class BackfillParams(BaseModel):
         default="import",
         description="where facts' decay clock starts: at the import, so history is useful "
         "now (import), or at the conversation, as faded as it is old (conversation)",
+    )
+    level: Level | None = Field(
+        default=None,
+        description="file every backfilled fact at this level of memory where the scope reads "
+        "it ('user': the person's, shared by all their agents; 'workflow' or 'scope': where "
+        "it was said); None: by the rules, as live consolidation files them",
     )
 
     @model_validator(mode="after")
@@ -116,6 +122,7 @@ async def backfill_flow(
             max_episodes_per_scope=params.max_episodes_per_scope,
             max_batches_per_scope=params.max_batches_per_scope,
             decay_from=params.decay_from,
+            level=params.level,
         ),
         window=window,
         on_batch=on_batch,

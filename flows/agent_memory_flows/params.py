@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agent_memory.db.scope_keys import namer_for
-from agent_memory.models import MAX_SCOPE_PART_CHARS, DecayFrom, Scope
+from agent_memory.models import MAX_SCOPE_PART_CHARS, DecayFrom, Level, Scope
 from agent_memory.settings import get_settings
 
 
@@ -48,6 +48,11 @@ class ConsolidationParams(BaseModel):
         default="import",
         description="where facts' decay clock starts: when memory learned them (import) or "
         "when the conversation happened (conversation)",
+    )
+    level: Level | None = Field(
+        default=None,
+        description="file every fact at this level of memory (the scope itself for 'workflow' "
+        "and 'scope'), where the scope reads it; None: by the rules (docs/guide.md)",
     )
 
     @model_validator(mode="after")

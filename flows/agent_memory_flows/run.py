@@ -242,6 +242,7 @@ async def consolidate_scopes(
         window=window,
         decay_from=params.decay_from,
         share=settings.memory.share,
+        level=params.level,
         reinforce=Reinforcement.of(settings.memory),
         failures=settings.jobs,
     )

@@ -6,12 +6,13 @@ import asyncio
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import typer
 
 from agent_memory.backfill import ImportReport
 from agent_memory.errors import AgentMemoryError
+from agent_memory.models import Level
 from agent_memory_deployments.cli._app import (
     _end_run,
     _fail,
@@ -39,6 +40,22 @@ def _end_import(report: ImportReport, where: str, line: str) -> None:
         errors.print(f"[yellow]skipped[/] {where}{bad}", highlight=False)
     console.print(line, highlight=False)
     raise typer.Exit(1 if report.bad else 0)
+
+
+class LevelOption(StrEnum):
+    """``backfill run --level``: where the backfilled conversations' facts are filed."""
+
+    rules = "rules"
+    user = "user"
+    user_agent = "user_agent"
+    agent = "agent"
+    exact = "exact"
+
+    def level(self) -> Level | None:
+        """The level forced on the run (None: by the rules; exact: the scope itself)."""
+        if self is LevelOption.rules:
+            return None
+        return "scope" if self is LevelOption.exact else cast(Level, self.value)
 
 
 class OnErrorChoice(StrEnum):
@@ -173,6 +190,16 @@ def backfill_run(
             "the conversation (as faded as it is old; old history may be purged at once)",
         ),
     ] = DecayFromOption.import_,
+    level: Annotated[
+        LevelOption,
+        typer.Option(
+            "--level",
+            help="where facts are filed: by the rules, as live consolidation files them "
+            "(rules); all at the person's level (user), the person with the agent "
+            "(user_agent), the agent's own (agent), or where each was said (exact); a level "
+            "the scope does not read under AGENT_MEMORY_SHARE keeps a fact where it was said",
+        ),
+    ] = LevelOption.rules,
 ) -> None:
     """Run the backfill flow: consolidate pending history in the window, oldest first.
 
@@ -206,6 +233,7 @@ def backfill_run(
             until=window.until,
             users=window.users,
             decay_from=decay_from.value,
+            level=level.level(),
         )
         with database.connect(autocommit=True) as conn:
             total = count_pending_sync(conn, window)

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from agent_memory.errors import AgentMemoryError
-from agent_memory.models import Scope, scope_label
+from agent_memory.models import Scope
 from agent_memory.settings import Settings
 from agent_memory_deployments.cli._app import (
     AgentOpt,
@@ -153,6 +153,15 @@ def stats(
         console.print(f"chart written to {plot}", highlight=False, soft_wrap=True)
 
 
+# what each level of memory is, as `facts explain` says where a fact is filed
+_LEVELS = {
+    "user": "the person's level, shared by all their agents",
+    "user_agent": "the person with one agent",
+    "workflow": "one workflow",
+    "agent": "the agent's own knowledge, shared by all its users",
+    "scope": "a scope of no person",
+}
+
 facts_app = typer.Typer(help="Inspect facts.", no_args_is_help=True)
 app.add_typer(facts_app, name="facts")
 
@@ -180,8 +189,9 @@ def facts_explain(fact_id: Annotated[int, typer.Argument(help="the fact's id")])
         errors.print(f"[red]error:[/] no fact with id {fact_id}")
         raise typer.Exit(2)
     console.print(f"[bold]fact {fact.id}[/]: {fact.content}", highlight=False)
+    filed = Scope(fact.user_id, fact.agent_id, fact.workflow_id)
     console.print(
-        f"scope {scope_label(fact.user_id, fact.agent_id, fact.workflow_id)}; importance "
+        f"filed under {filed.label} ({_LEVELS[filed.level]}); importance "
         f"{fact.importance:.3f} today "
         f"({fact.base_importance:.3f} on {fact.importance_at:%Y-%m-%d})",
         highlight=False,
@@ -194,8 +204,11 @@ def facts_explain(fact_id: Annotated[int, typer.Argument(help="the fact's id")])
         highlight=False,
     )
     console.print(f"from {len(sources)} episode(s):")
-    for episode_id, occurred_at, messages, job_id in sources:
-        console.print(f"  episode {episode_id} ({occurred_at:%Y-%m-%d %H:%M}, job {job_id})")
+    for episode_id, occurred_at, messages, job_id, said_in in sources:
+        console.print(
+            f"  episode {episode_id} ({occurred_at:%Y-%m-%d %H:%M}, {said_in.label}, job {job_id})",
+            highlight=False,
+        )
         for message in messages:
             role, text = role_and_text(message)
             console.print(f"    {role}: {text[:200]}", highlight=False, soft_wrap=True)
