@@ -124,7 +124,15 @@ async def test_an_agent_or_workflow_narrows_the_erasure_of_a_person(
     # the support agent's thread went; the thread configured with the user alone stayed
     assert threads(db) == {f"chat-{A}"}
     assert await manager.facts(Scope(A, "support")) == []
-    assert await manager.facts(Scope(A)) and await manager.facts(Scope(A, None, "onboarding"))
+    # the other scopes keep their conversations, and the person's level its fact (the
+    # preference each conversation stated is filed there: issue 39's levels)
+    assert await manager.facts(Scope(A))
+    kept = db.execute(
+        "SELECT agent_id, workflow_id FROM agent_memory.episodes WHERE user_id = %s"
+        " ORDER BY workflow_id NULLS FIRST",
+        (A,),
+    ).fetchall()
+    assert kept == [(None, None), (None, "onboarding")]
     summary = await manager.erase_user(A, workflow_id="onboarding")
     assert [s.scope for s in summary.scopes] == [Scope(A, None, "onboarding")]
     with pytest.raises(UnknownScopeError, match=f"user={A} agent=nobody"):
