@@ -20,6 +20,8 @@ from agent_memory.settings import MemorySettings, Settings
 from tests.fake_llm import FakeLLM, Reply
 
 ALICE = Scope("alice", "travel")
+# where her home and her preferences are filed: the person's level (issue 39), read by ALICE
+PERSON = Scope("alice")
 MARCH = datetime(2026, 3, 2, 9, 15, tzinfo=UTC)
 MAY = datetime(2026, 5, 20, 18, 40, tzinfo=UTC)
 
@@ -60,7 +62,7 @@ async def test_a_superseded_fact_keeps_when_it_was_true(
 ) -> None:
     import_jsonl(db, history(tmp_path))
     await manager.consolidate()
-    facts = {f.content: f for f in await manager.facts(ALICE, history=True)}
+    facts = {f.content: f for f in await manager.facts(PERSON, history=True)}
     paris, lyon = facts["User's home city is Paris."], facts["User's home city is Lyon."]
     assert (paris.valid_from, paris.valid_to) == (MARCH, MAY)  # the conversations' times
     assert (lyon.valid_from, lyon.valid_to) == (MAY, None)
@@ -70,7 +72,7 @@ async def test_a_superseded_fact_keeps_when_it_was_true(
         return {f.content for f in facts_on[day]}
 
     facts_on = {
-        day: await manager.facts(ALICE, as_of=day)
+        day: await manager.facts(PERSON, as_of=day)
         for day in (date(2026, 3, 1), date(2026, 3, 2), date(2026, 4, 15), date(2026, 6, 1))
     }
     assert true_on(date(2026, 3, 1)) == set()  # nothing was known yet
@@ -83,7 +85,7 @@ async def test_a_superseded_fact_keeps_when_it_was_true(
     # said again later: true again from then, and no longer superseded
     await manager.record(ALICE, [HumanMessage("My home city is Paris.")], occurred_at=MAY)
     await manager.consolidate()
-    again = {f.content: f for f in await manager.facts(ALICE)}
+    again = {f.content: f for f in await manager.facts(PERSON)}
     assert again["User's home city is Paris."].valid_to is None
 
 
