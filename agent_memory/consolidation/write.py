@@ -195,9 +195,13 @@ async def _apply(
     for op, scope in zip(ops, filed, strict=True):
         if op.op not in ("update", "delete"):
             continue
-        target, level = op.target, known.get(op.target or 0, batch.scope)
-        if target is None and op.replaces is not None:  # a fact of this batch, written above
+        target: int | None
+        if op.target is not None:  # a known fact, at the level it is filed
+            target, level = op.target, known.get(op.target, batch.scope)
+        elif op.replaces is not None:  # a fact of this batch, written above
             target, level = in_batch.get(fact_repo.content_hash(op.replaces), (None, scope))
+        else:
+            continue
         if target is None:
             continue
         by = written.get((scope, fact_repo.content_hash(op.content))) if op.content else None
