@@ -43,6 +43,7 @@ from agent_memory.management import Management
 from agent_memory.messages import check_occurred_at, serialize_messages
 from agent_memory.models import Episode, MemoryItem, Scope
 from agent_memory.query_embedding import QueryEmbedder
+from agent_memory.replica import Replica
 from agent_memory.search import as_moment
 from agent_memory.settings import DatabaseSettings, Settings, use_settings
 
@@ -61,6 +62,8 @@ class MemoryManager(Injector, Management):
         self.settings = settings
         self.database = database
         self._pools = Pools(database)
+        # AGENT_MEMORY_READ_DATABASE_URL: where inject and search read (agent_memory.replica)
+        self._replica = Replica(settings.db) if settings.db.read_url is not None else None
         self._searcher: ThreadPoolExecutor | None = None  # inject_sync's snippet searches
         self._lock = threading.Lock()
         self._queries = QueryEmbedder(settings.embedding, database)
@@ -100,6 +103,8 @@ class MemoryManager(Injector, Management):
             await asyncio.to_thread(setup_schema, database, settings.memory)
         manager = cls(settings, database)
         await manager._apool()
+        if manager._replica is not None:  # starts connecting, without waiting
+            await manager._replica.pools.apool()
         # the first question of the process must not pay for loading the embedding model
         await asyncio.to_thread(manager._queries.warm)
         return manager
@@ -154,12 +159,16 @@ class MemoryManager(Injector, Management):
         if self._searcher is not None:
             await asyncio.to_thread(self._searcher.shutdown)
         await self._pools.aclose()
+        if self._replica is not None:
+            await self._replica.pools.aclose()
 
     def close_sync(self) -> None:
         self._pools.closed = True
         if self._searcher is not None:
             self._searcher.shutdown()
         self._pools.close()
+        if self._replica is not None:
+            self._replica.pools.close()
 
     @property
     def _closed(self) -> bool:
@@ -174,7 +183,8 @@ class MemoryManager(Injector, Management):
     # ---- pools ---------------------------------------------------------------------------
 
     async def _apool(self) -> AsyncConnectionPool:
-        """The async pool of the running event loop (psycopg pools belong to one loop)."""
+        """The primary's async pool of the running event loop (psycopg pools belong to one
+        loop): every write, and the reads that do not go to a replica."""
         return await self._pools.apool()
 
     def _spool(self) -> ConnectionPool:
