@@ -265,7 +265,9 @@ class Injector(Searcher):
         ``query`` (the latest user message) by full text and by meaning, importance and recency
         ordering comparable matches (see :mod:`agent_memory.db.recall`); with no query, the most
         important and recent. With ``importance``, the most important facts whatever is asked.
-        ``on``: the day to evaluate decay on (default today).
+        ``on``: the day to evaluate decay on (default today). With a read replica
+        (``AGENT_MEMORY_READ_DATABASE_URL``) it reads there while the replica keeps up, and
+        writes (reinforcement) on the primary: see :mod:`agent_memory.replica`.
         """
         plan = self._plan(scope, query, on)
         if self._wants_vector(plan):

@@ -100,20 +100,21 @@ class Pair:
         self.wait_caught_up()
         return name
 
+    def _written(self) -> str:
+        """Where the primary's WAL ends now."""
+        with psycopg.connect(self.primary.dsn(), autocommit=True) as conn:
+            row = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()
+        assert row is not None
+        return str(row[0])
+
     def wait_caught_up(self) -> None:
         """Until the replica has replayed all the primary has written so far."""
-        with psycopg.connect(self.primary.dsn(), autocommit=True) as conn:
-            row = conn.execute("SELECT pg_current_wal_lsn()").fetchone()
-        assert row is not None
-        _poll(self.replica, "SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", row[0])
+        _poll(self.replica, "SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", self._written())
 
     def wait_received(self) -> None:
         """Until the replica has received all the primary has written so far (replayed or
         not: replay may be paused)."""
-        with psycopg.connect(self.primary.dsn(), autocommit=True) as conn:
-            row = conn.execute("SELECT pg_current_wal_lsn()").fetchone()
-        assert row is not None
-        _poll(self.replica, "SELECT pg_last_wal_receive_lsn() >= %s::pg_lsn", row[0])
+        _poll(self.replica, "SELECT pg_last_wal_receive_lsn() >= %s::pg_lsn", self._written())
 
     @contextmanager
     def replay_paused(self) -> Iterator[None]:
