@@ -8,11 +8,12 @@ from __future__ import annotations
 import logging
 import re
 from contextlib import suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any, Literal
 
 import psycopg
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from agent_memory import decay as decay_math
 from agent_memory.db import episodes as episode_repo
@@ -70,12 +71,23 @@ class _Recall:
     # the levels of memory read (Scope.levels under AGENT_MEMORY_SHARE), the scope itself first
     levels: tuple[Scope, ...] = ()
 
+    def copy(self) -> _Recall:
+        return replace(self, params=dict(self.params))
+
     def by_text(self) -> dict[str, Any]:
         """The parameters of the same inject ranked by full text alone (the fallback when the
         ranking by meaning fails)."""
         self.ranking, self.vector = "text", None
         self.params["text"] = self.params.get("question")
         return self.params
+
+
+_Dates = dict[int, tuple[FactKind, datetime]]
+# what an inject's facts read: ranked facts, history, dates, levels; and with its snippets
+_Recalled = tuple[recall_repo.Ranked, list[HistoryEntry], _Dates | None, level_repo.Origins | None]
+_Found = tuple[
+    recall_repo.Ranked, list[HistoryEntry], list[Snippet], _Dates | None, level_repo.Origins | None
+]
 
 
 class Injector(Searcher):
@@ -156,7 +168,7 @@ class Injector(Searcher):
         rows: recall_repo.Ranked,
         history: list[HistoryEntry],
         snippets: list[Snippet] | None = None,
-        dates: dict[int, tuple[FactKind, datetime]] | None = None,
+        dates: _Dates | None = None,
         origins: level_repo.Origins | None = None,
     ) -> WorkingMemoryFrame:
         frame = WorkingMemoryFrame(
@@ -210,22 +222,26 @@ class Injector(Searcher):
         if vector is not None:
             params["model"] = self._queries.model
         levels = scope.levels(m.share)
-        pool = await self._apool()
-        async with pool.connection() as conn:
+
+        async def read(
+            _pool: AsyncConnectionPool, conn: psycopg.AsyncConnection[Any], _primary: bool
+        ) -> list[ScoredFact]:
             try:
                 rows = await self._ranked(conn, params, levels, vector)
             except psycopg.Error as exc:  # e.g. pgvector dropped: full text alone
                 if vector is None:
                     raise
                 log.warning("searching by meaning failed (%s); by full text alone", exc)
-                params = fusion.search_params(m, scope, text, limit, by_meaning=False, on=day)
-                rows = await self._ranked(conn, params, levels)
+                by_text = fusion.search_params(m, scope, text, limit, by_meaning=False, on=day)
+                rows = await self._ranked(conn, by_text, levels)
             found = []
             for fact_id, _, _, score in rows:
                 fact = await fact_repo.get(conn, fact_id, day) if score > 0 else None
                 if fact is not None:
                     found.append(ScoredFact(**fact.model_dump(), score=score))
-        return found
+            return found
+
+        return (await self._on_reads(read))[0]
 
     @staticmethod
     async def _ranked(
@@ -249,18 +265,23 @@ class Injector(Searcher):
         ``query`` (the latest user message) by full text and by meaning, importance and recency
         ordering comparable matches (see :mod:`agent_memory.db.recall`); with no query, the most
         important and recent. With ``importance``, the most important facts whatever is asked.
-        ``on``: the day to evaluate decay on (default today).
+        ``on``: the day to evaluate decay on (default today). With a read replica
+        (``AGENT_MEMORY_READ_DATABASE_URL``) it reads there while the replica keeps up, and
+        writes (reinforcement) on the primary: see :mod:`agent_memory.replica`.
         """
         plan = self._plan(scope, query, on)
         if self._wants_vector(plan):
             self._by_meaning(plan, await self._queries.embed(plan.params["text"]))
-        pool = await self._apool()
         search = self._snippet_query(scope, plan)
-        async with pool.connection() as conn:
+
+        async def read(
+            pool: AsyncConnectionPool, conn: psycopg.AsyncConnection[Any], primary: bool
+        ) -> tuple[_Recall, _Found]:
+            used = plan.copy()  # a fallback to full text changes it, and a read may run twice
             beside = await self._search_beside(pool, search)
             try:
                 rows, history, dates, origins = await run_async(
-                    conn, self._recall_steps(scope, plan, on)
+                    conn, self._recall_steps(scope, used, on, reinforce=primary)
                 )
             except BaseException:
                 if beside is not None:
@@ -273,20 +294,19 @@ class Injector(Searcher):
                 if beside is not None
                 else await run_async(conn, self._search_steps(search))
             )
-        return self._frame(scope, plan, rows, history, snippets, dates, origins)
+            return used, (rows, history, snippets, dates, origins)
+
+        (used, found), primary = await self._on_reads(read)
+        if not primary and self._reinforces(on):  # read on the replica: written on the primary
+            await self._reinforce(scope, [r[0] for r in found[0]], used.at)
+        return self._frame(scope, used, *found)
 
     def _recall_steps(
-        self, scope: Scope, plan: _Recall, on: date | None
-    ) -> Steps[
-        tuple[
-            recall_repo.Ranked,
-            list[HistoryEntry],
-            dict[int, tuple[FactKind, datetime]] | None,
-            level_repo.Origins | None,
-        ]
-    ]:
-        """The facts of one inject (ranked, and reinforced as used), its history and dates,
-        and, over several levels of memory, the scope each fact is filed under."""
+        self, scope: Scope, plan: _Recall, on: date | None, *, reinforce: bool = True
+    ) -> Steps[_Recalled]:
+        """The facts of one inject (ranked, and reinforced as used unless not ``reinforce``),
+        its history and dates, and, over several levels of memory, the scope each fact is
+        filed under."""
         m = self.settings.memory
         origins = None
         if len(plan.levels) > 1:
@@ -305,7 +325,7 @@ class Injector(Searcher):
                 rows = yield from recall_repo.ranked_steps(plan.by_text())
         else:
             rows = yield from recall_repo.ranked_steps(plan.params)
-        if m.inject_reinforce and on is None:
+        if reinforce and self._reinforces(on):
             try:
                 # a write: only the scope's own facts (the statement's scope match)
                 ids = [r[0] for r in rows]
@@ -351,14 +371,24 @@ class Injector(Searcher):
         plan = self._plan(scope, query, on)
         if self._wants_vector(plan):
             self._by_meaning(plan, self._queries.embed_sync(plan.params["text"]))
-        pool = self._spool()
         search = self._snippet_query(scope, plan)
-        with pool.connection() as conn:
+
+        def read(
+            pool: ConnectionPool, conn: psycopg.Connection[Any], primary: bool
+        ) -> tuple[_Recall, _Found]:
+            used = plan.copy()
             beside = self._search_beside_sync(pool, search)
-            rows, history, dates, origins = run_sync(conn, self._recall_steps(scope, plan, on))
+            rows, history, dates, origins = run_sync(
+                conn, self._recall_steps(scope, used, on, reinforce=primary)
+            )
             snippets = (
                 beside.result()
                 if beside is not None
                 else run_sync(conn, self._search_steps(search))
             )
-        return self._frame(scope, plan, rows, history, snippets, dates, origins)
+            return used, (rows, history, snippets, dates, origins)
+
+        (used, found), primary = self._on_reads_sync(read)
+        if not primary and self._reinforces(on):
+            self._reinforce_sync(scope, [r[0] for r in found[0]], used.at)
+        return self._frame(scope, used, *found)

@@ -35,7 +35,7 @@ from agent_memory.db import episodes as episode_repo
 from agent_memory.db import facts as fact_repo
 from agent_memory.db.ann_indexes import AnnIndex
 from agent_memory.db.connection import Database, resolve
-from agent_memory.db.pool import setup_schema
+from agent_memory.db.pool import Pools, setup_schema
 from agent_memory.errors import InvalidMessageError
 from agent_memory.graph.state import latest_messages, latest_user_text, scope_from
 from agent_memory.inject import Injector
@@ -43,6 +43,7 @@ from agent_memory.management import Management
 from agent_memory.messages import check_occurred_at, serialize_messages
 from agent_memory.models import Episode, MemoryItem, Scope
 from agent_memory.query_embedding import QueryEmbedder
+from agent_memory.replica import Replica
 from agent_memory.search import as_moment
 from agent_memory.settings import DatabaseSettings, Settings, use_settings
 
@@ -60,12 +61,11 @@ class MemoryManager(Injector, Management):
     def __init__(self, settings: Settings, database: Database) -> None:
         self.settings = settings
         self.database = database
-        self._async_pools: dict[int, tuple[asyncio.AbstractEventLoop, AsyncConnectionPool]] = {}
-        self._sync_pool: ConnectionPool | None = None
+        self._pools = Pools(database)
+        # AGENT_MEMORY_READ_DATABASE_URL: where inject and search read (agent_memory.replica)
+        self._replica = Replica(settings.db) if settings.db.read_url is not None else None
         self._searcher: ThreadPoolExecutor | None = None  # inject_sync's snippet searches
         self._lock = threading.Lock()
-        self._opening: dict[int, asyncio.Lock] = {}
-        self._closed = False
         self._queries = QueryEmbedder(settings.embedding, database)
         # which scopes have an HNSW index of their own (see _ann), looked up again after a while
         self._ann_known: dict[tuple[str, Scope, str], tuple[AnnIndex | None, float]] = {}
@@ -103,6 +103,8 @@ class MemoryManager(Injector, Management):
             await asyncio.to_thread(setup_schema, database, settings.memory)
         manager = cls(settings, database)
         await manager._apool()
+        if manager._replica is not None:  # starts connecting, without waiting
+            await manager._replica.pools.apool()
         # the first question of the process must not pay for loading the embedding model
         await asyncio.to_thread(manager._queries.warm)
         return manager
@@ -153,27 +155,24 @@ class MemoryManager(Injector, Management):
 
     async def close(self) -> None:
         """Close the connection pools. The manager cannot be used afterwards."""
-        self._closed = True
-        pools, self._async_pools = self._async_pools, {}
-        current = asyncio.get_running_loop()
-        for loop, pool in pools.values():
-            if loop is current:
-                await pool.close()
-            elif not loop.is_closed():
-                asyncio.run_coroutine_threadsafe(pool.close(), loop)
+        self._pools.closed = True
         if self._searcher is not None:
             await asyncio.to_thread(self._searcher.shutdown)
-        if self._sync_pool is not None:
-            await asyncio.to_thread(self._sync_pool.close)
-            self._sync_pool = None
+        await self._pools.aclose()
+        if self._replica is not None:
+            await self._replica.pools.aclose()
 
     def close_sync(self) -> None:
-        self._closed = True
+        self._pools.closed = True
         if self._searcher is not None:
             self._searcher.shutdown()
-        if self._sync_pool is not None:
-            self._sync_pool.close()
-            self._sync_pool = None
+        self._pools.close()
+        if self._replica is not None:
+            self._replica.pools.close()
+
+    @property
+    def _closed(self) -> bool:
+        return self._pools.closed
 
     async def __aenter__(self) -> MemoryManager:
         return self
@@ -184,33 +183,12 @@ class MemoryManager(Injector, Management):
     # ---- pools ---------------------------------------------------------------------------
 
     async def _apool(self) -> AsyncConnectionPool:
-        """The async pool of the running event loop (psycopg pools belong to one loop)."""
-        if self._closed:
-            raise RuntimeError("this MemoryManager is closed")
-        loop = asyncio.get_running_loop()
-        entry = self._async_pools.get(id(loop))
-        if entry is not None and entry[0] is loop:
-            return entry[1]
-        with self._lock:  # one creation lock per loop, so concurrent first calls share a pool
-            opening = self._opening.setdefault(id(loop), asyncio.Lock())
-        async with opening:
-            entry = self._async_pools.get(id(loop))
-            if entry is not None and entry[0] is loop:
-                return entry[1]
-            pool = self.database.async_pool(hot_path=True)
-            await pool.open(wait=True, timeout=self.settings.db.connect_timeout)
-            self._async_pools[id(loop)] = (loop, pool)
-            return pool
+        """The primary's async pool of the running event loop (psycopg pools belong to one
+        loop): every write, and the reads that do not go to a replica."""
+        return await self._pools.apool()
 
     def _spool(self) -> ConnectionPool:
-        if self._closed:
-            raise RuntimeError("this MemoryManager is closed")
-        with self._lock:
-            if self._sync_pool is None:
-                pool = self.database.sync_pool(hot_path=True)
-                pool.open(wait=True, timeout=self.settings.db.connect_timeout)
-                self._sync_pool = pool
-            return self._sync_pool
+        return self._pools.spool()
 
     # ---- the library API (inject and search: agent_memory.inject) -----------------------
 

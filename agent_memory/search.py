@@ -29,6 +29,7 @@ from agent_memory.models import (
     Snippet,
 )
 from agent_memory.query_embedding import QueryEmbedder
+from agent_memory.replica import Reads
 from agent_memory.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -66,21 +67,15 @@ def as_moment(value: datetime | date | None, name: str) -> datetime | None:
     return datetime.combine(value, time(), UTC)
 
 
-class Searcher:
+class Searcher(Reads):
     """Conversation search over the manager's pools and settings (the manager provides what is
-    declared here)."""
+    declared here), reading on the replica when there is one (:class:`Reads`)."""
 
     settings: Settings
     _queries: QueryEmbedder
     _ann_known: dict[tuple[str, Scope, str], tuple[AnnIndex | None, float]]
     _lock: threading.Lock
     _searcher: ThreadPoolExecutor | None
-
-    async def _apool(self) -> AsyncConnectionPool:
-        raise NotImplementedError
-
-    def _spool(self) -> ConnectionPool:
-        raise NotImplementedError
 
     def _ann_cached(
         self, kind: str, scope: Scope
@@ -216,8 +211,10 @@ class Searcher:
         if self.settings.embedding.active_model is not None:
             vector = await self._queries.embed(text)
             params["model"] = self._queries.model
-        pool = await self._apool()
-        async with pool.connection() as conn:
+
+        async def read(
+            _pool: AsyncConnectionPool, conn: psycopg.AsyncConnection[Any], _primary: bool
+        ) -> list[Snippet]:
             try:
                 ann = await run_async(conn, self._ann_steps("snippets", scope)) if vector else None
                 return await snippet_repo.search(conn, params, vector, ann)
@@ -226,3 +223,5 @@ class Searcher:
                     raise
                 log.warning("searching by meaning failed (%s); by full text alone", exc)
                 return await snippet_repo.search(conn, params)
+
+        return (await self._on_reads(read))[0]

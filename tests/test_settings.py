@@ -40,3 +40,32 @@ def test_a_bad_retry_setting_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AGENT_MEMORY_RETRY_LLM_ATTEMPTS", "-1")
     with pytest.raises(ValueError, match="llm_attempts"):
         get_settings()
+
+
+def test_a_bad_read_replica_setting_is_named_and_keeps_its_secret(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    use_settings(None)
+    monkeypatch.setenv("AGENT_MEMORY_READ_DATABASE_URL", "host=replica password=hunter2-x port")
+    with pytest.raises(ValueError, match="AGENT_MEMORY_READ_DATABASE_URL") as bad_url:
+        get_settings()
+    assert "hunter2" not in str(bad_url.value)
+    monkeypatch.setenv("AGENT_MEMORY_READ_DATABASE_URL", "postgresql://reader:hunter2-x@replica/db")
+    for name, value in [
+        ("AGENT_MEMORY_READ_MAX_LAG_SECONDS", "-1"),
+        ("AGENT_MEMORY_READ_LAG_CHECK_SECONDS", "soon"),
+        ("AGENT_MEMORY_READ_TIMEOUT_SECONDS", "0"),
+    ]:
+        monkeypatch.setenv(name, value)
+        with pytest.raises(ValueError, match=name) as bad:
+            get_settings()
+        assert "hunter2" not in str(bad.value)
+        monkeypatch.delenv(name)
+    read_url = get_settings().db.read_url
+    assert read_url is not None and "hunter2" not in repr(get_settings())
+
+
+def test_an_empty_read_url_means_no_replica(monkeypatch: pytest.MonkeyPatch) -> None:
+    use_settings(None)
+    monkeypatch.setenv("AGENT_MEMORY_READ_DATABASE_URL", " ")
+    assert get_settings().db.read_url is None

@@ -55,11 +55,6 @@ def prefer_generic_plans(conn: psycopg.Connection[Any]) -> None:
     conn.execute(GENERIC_PLANS)
 
 
-async def aprefer_generic_plans(conn: psycopg.AsyncConnection[Any]) -> None:
-    """:func:`prefer_generic_plans` for an async connection."""
-    await conn.execute(GENERIC_PLANS)
-
-
 @dataclass
 class Database:
     """A resolved database: its DSN (a secret) and, when embedded, the server handle."""
@@ -95,25 +90,52 @@ class Database:
             "kwargs": {"autocommit": True},
         }
 
-    def _generic_plans(self, hot_path: bool) -> bool:
-        return hot_path and self.settings.generic_plans
+    def _session(self, hot_path: bool, timeout_ms: int | None) -> list[str]:
+        """What each new connection of a pool sets for its session."""
+        sets = [GENERIC_PLANS] if hot_path and self.settings.generic_plans else []
+        if timeout_ms is not None:  # a read replica's statements: a bound the server keeps
+            sets.append(f"SET statement_timeout = {int(timeout_ms)}")
+        return sets
 
     def async_pool(
-        self, *, max_size: int | None = None, hot_path: bool = False
+        self,
+        *,
+        max_size: int | None = None,
+        hot_path: bool = False,
+        name: str = "agent-memory",
+        timeout_ms: int | None = None,
     ) -> AsyncConnectionPool:
         """An unopened async pool (open it with ``await pool.open()`` in the loop that uses it).
         ``hot_path``: the agent's own pool, whose connections plan their prepared statements
-        once (``GENERIC_PLANS``) unless ``AGENT_MEMORY_DB_GENERIC_PLANS`` is off."""
-        configure = aprefer_generic_plans if self._generic_plans(hot_path) else None
+        once (``GENERIC_PLANS``) unless ``AGENT_MEMORY_DB_GENERIC_PLANS`` is off;
+        ``timeout_ms``: the server cancels a statement that runs longer."""
+        sets = self._session(hot_path, timeout_ms)
+
+        async def configure(conn: psycopg.AsyncConnection[Any]) -> None:
+            for statement in sets:
+                await conn.execute(statement)
+
         return AsyncConnectionPool(
-            **self._pool_args(max_size), configure=configure, name="agent-memory"
+            **self._pool_args(max_size), configure=configure if sets else None, name=name
         )
 
-    def sync_pool(self, *, max_size: int | None = None, hot_path: bool = False) -> ConnectionPool:
-        """An unopened pool for sync callers (``hot_path``: as for :meth:`async_pool`)."""
-        configure = prefer_generic_plans if self._generic_plans(hot_path) else None
+    def sync_pool(
+        self,
+        *,
+        max_size: int | None = None,
+        hot_path: bool = False,
+        name: str = "agent-memory-sync",
+        timeout_ms: int | None = None,
+    ) -> ConnectionPool:
+        """An unopened pool for sync callers (the arguments as for :meth:`async_pool`)."""
+        sets = self._session(hot_path, timeout_ms)
+
+        def configure(conn: psycopg.Connection[Any]) -> None:
+            for statement in sets:
+                conn.execute(statement)
+
         return ConnectionPool(
-            **self._pool_args(max_size), configure=configure, name="agent-memory-sync"
+            **self._pool_args(max_size), configure=configure if sets else None, name=name
         )
 
 
