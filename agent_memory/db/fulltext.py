@@ -119,7 +119,8 @@ corpus AS MATERIALIZED (
 )"""
         also = f"""
     UNION
-    SELECT x.id, x.{tie}, x.search FROM {pending} x, query WHERE x.searched AND x.search @@ query.q"""
+    SELECT x.id, x.{tie}, x.search FROM {pending} x, query
+    WHERE x.searched AND x.search @@ query.q"""
     return f"""query AS MATERIALIZED {QUERY},
 terms AS (
     SELECT lexeme, quote_literal(lexeme)::tsquery AS q

@@ -20,11 +20,12 @@ BATCH = 200
 
 # the scopes' keys (NULL: every scope's), from their parts as agent_memory.scope_key makes them
 _KEYS = """(SELECT array_agg(agent_memory.scope_key(u, a, w))
-          FROM unnest(%(users)s::text[], %(agents)s::text[], %(workflows)s::text[]) AS s(u, a, w))"""
+          FROM unnest(%(users)s::text[], %(agents)s::text[], %(workflows)s::text[])
+               AS s(u, a, w))"""
 INDEX = f"SELECT agent_memory.index_pending(%(batch)s, {_KEYS})"
 WAITING = f"""
 SELECT count(*) FROM agent_memory.snippet_queue
-WHERE %(users)s::text[] IS NULL OR scope_key = ANY ({_KEYS})
+WHERE %(users)s::text[] IS NULL OR scope_key = ANY ({_KEYS}::text[])
 """
 
 
