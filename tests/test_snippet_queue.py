@@ -23,7 +23,7 @@ from agent_memory import MemoryManager
 from agent_memory.db import episodes as episode_repo
 from agent_memory.db import snippet_queue
 from agent_memory.models import Scope, Snippet
-from agent_memory.settings import MemorySettings, Settings
+from agent_memory.settings import EmbeddingSettings, MemorySettings, Settings
 
 ALEX, SAM = Scope("alex", "assistant"), Scope("sam")
 MARCH = datetime(2026, 3, 2, 18, 0, tzinfo=UTC)
@@ -189,6 +189,30 @@ async def test_the_manager_indexes_a_moment_after_a_record_and_stops_when_closed
     # closing stopped the drain that was due: the last record waits for the next drain
     await asyncio.sleep(0.4)
     assert indexed() == 3 and len(db.execute(QUEUED).fetchall()) == 1
+
+
+@pytest.mark.usefixtures("prefect_harness")
+async def test_the_consolidation_flow_indexes_the_waiting_conversations_first(
+    settings: Settings, db: psycopg.Connection[Any]
+) -> None:
+    # no embedding step (which indexes what it embeds) and no drain by the manager itself
+    quiet = with_delay(settings, 0).model_copy(
+        update={"embedding": EmbeddingSettings(enabled=False)}
+    )
+    manager = await MemoryManager.create(settings=quiet, migrate=False)
+    try:
+        await manager.record(ALEX, TALK)
+        await manager.record(SAM, [HumanMessage("We adopted a kitten.")])
+        summary = await manager.consolidate(ALEX)  # one scope's run: that scope's only
+        assert summary["completed"] == 1
+        assert [k for k, _ in db.execute(QUEUED).fetchall()] == [key(db, SAM)]
+        assert await manager.consolidate() is not None  # every scope's run: every scope's
+        assert db.execute(QUEUED).fetchall() == []
+        assert db.execute(
+            "SELECT count(*) FROM agent_memory.snippets GROUP BY scope_key ORDER BY 1"
+        ).fetchall() == [(1,), (6,)]
+    finally:
+        await manager.close()
 
 
 @pytest.mark.usefixtures("prefect_harness")
