@@ -38,6 +38,7 @@ from agent_memory.db.connection import Database, resolve
 from agent_memory.db.pool import Pools, setup_schema
 from agent_memory.errors import InvalidMessageError
 from agent_memory.graph.state import latest_messages, latest_user_text, scope_from
+from agent_memory.indexing import Indexing, IndexLater
 from agent_memory.inject import Injector
 from agent_memory.management import Management
 from agent_memory.messages import check_occurred_at, serialize_messages
@@ -55,7 +56,7 @@ if TYPE_CHECKING:  # imported when the methods are called
 log = logging.getLogger(__name__)
 
 
-class MemoryManager(Injector, Management):
+class MemoryManager(Injector, Management, Indexing):
     """Persistent memory for LangGraph agents, on PostgreSQL."""
 
     def __init__(self, settings: Settings, database: Database) -> None:
@@ -69,6 +70,7 @@ class MemoryManager(Injector, Management):
         self._queries = QueryEmbedder(settings.embedding, database)
         # which scopes have an HNSW index of their own (see _ann), looked up again after a while
         self._ann_known: dict[tuple[str, Scope, str], tuple[AnnIndex | None, float]] = {}
+        self._later = IndexLater.of(self, settings.memory.index_after_s)  # indexes records
         self.inject_node: RunnableLambda[Any, dict[str, Any]] = RunnableLambda(
             self._inject_sync, afunc=self._inject_async, name="inject_memory"
         )
@@ -155,6 +157,7 @@ class MemoryManager(Injector, Management):
 
     async def close(self) -> None:
         """Close the connection pools. The manager cannot be used afterwards."""
+        await self._later.stop()  # no drain in the background from now on
         self._pools.closed = True
         if self._searcher is not None:
             await asyncio.to_thread(self._searcher.shutdown)
@@ -163,6 +166,7 @@ class MemoryManager(Injector, Management):
             await self._replica.pools.aclose()
 
     def close_sync(self) -> None:
+        self._later.stop_sync()
         self._pools.closed = True
         if self._searcher is not None:
             self._searcher.shutdown()
@@ -236,7 +240,7 @@ class MemoryManager(Injector, Management):
         """Store a conversation as one episode; returns its id (None when there are no messages).
 
         Everything is validated before the single INSERT, so a bad message raises a clear error
-        and stores nothing.
+        and stores nothing. Its sentences are indexed a moment later (:meth:`index_pending`).
         """
         if not messages:
             return None
@@ -244,7 +248,9 @@ class MemoryManager(Injector, Management):
         stored, metadata = self._serialize(messages)
         pool = await self._apool()
         async with pool.connection() as conn:
-            return await episode_repo.insert(conn, scope, stored, metadata, occurred_at)
+            episode_id = await episode_repo.insert(conn, scope, stored, metadata, occurred_at)
+        self._later.soon()
+        return episode_id
 
     async def record_many(
         self, conversations: Sequence[tuple[Scope, Sequence[Any], datetime | None]]
@@ -264,7 +270,9 @@ class MemoryManager(Injector, Management):
             return []
         pool = await self._apool()
         async with pool.connection() as conn:
-            return await episode_repo.insert_many(conn, rows)
+            ids = await episode_repo.insert_many(conn, rows)
+        self._later.soon()
+        return ids
 
     def record_sync(
         self, scope: Scope, messages: Sequence[Any], *, occurred_at: datetime | None = None
@@ -274,7 +282,9 @@ class MemoryManager(Injector, Management):
         self._check_time(occurred_at)
         stored, metadata = self._serialize(messages)
         with self._spool().connection() as conn:
-            return episode_repo.insert_sync(conn, scope, stored, metadata, occurred_at)
+            episode_id = episode_repo.insert_sync(conn, scope, stored, metadata, occurred_at)
+        self._later.soon_sync()
+        return episode_id
 
     async def facts(
         self,

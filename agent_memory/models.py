@@ -323,7 +323,7 @@ class Snippet(BaseModel):
     """A sentence of a message of a past conversation, found by relevance to a question; a
     question comes with the reply that followed it."""
 
-    id: int
+    id: int | None  # None: its conversation waits to be indexed (read from its messages)
     episode_id: int
     position: int  # the message's index in its episode
     speaker: str  # its author's name, else its role

@@ -58,8 +58,9 @@ async def embed_snippets(
     limit: int | None = None,
 ) -> Embedded:
     """Embed the messages of past conversations (of ``scope``, or all) that have no embedding
-    from the embedder's model, as :func:`embed_missing` does facts. A message the model refuses
-    is stored without a vector (full text still finds it) and not asked for again."""
+    from the embedder's model, as :func:`embed_missing` does facts, after indexing those still
+    waiting for it (:mod:`agent_memory.db.snippet_queue`). A message the model refuses is
+    stored without a vector (full text still finds it) and not asked for again."""
     parts = await _embed_messages(pool, embedder, None if scope is None else [scope], limit)
     return Embedded.total(parts.values())
 
@@ -111,6 +112,11 @@ async def _embed_messages(
     limit: int | None,
 ) -> dict[int | None, Embedded]:
     from agent_memory.db import embeddings as repo
+    from agent_memory.db import snippet_queue
+
+    # the recorded conversations still waiting to be indexed first: their sentences too
+    async with pool.connection() as conn:
+        await snippet_queue.drain(conn, scopes)
 
     async def store(
         conn: psycopg.AsyncConnection[Any],

@@ -15,6 +15,7 @@ run (see each module's docstring):
 * consolidation - the flow against the ideal with a loopback LLM; rerun; token use of a backlog
 * memory        - peak RSS while consolidating a backlog
 * load          - agents injecting and recording while the flows run
+* record        - what one record costs PostgreSQL (time, CPU, WAL) against a bare INSERT
 * store         - the LangGraph Store operations against LangGraph's PostgresStore
 
 --quick runs every section at its small size (a CI smoke run); the default is the full size
@@ -43,6 +44,7 @@ SECTIONS = (
     "consolidation",
     "memory",
     "load",
+    "record",
     "store",
 )
 

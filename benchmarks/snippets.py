@@ -1,7 +1,7 @@
 """python -m benchmarks.snippets [--quick] [--messages N]
 
 Searching past conversations at inject: N messages in one scope (episodes of 10 messages,
-indexed by the insert trigger as record does; each message 6-10 words of the inject
+indexed by the drain as after a record; each message 6-10 words of the inject
 benchmark's vocabulary, embedded by the bundled model, with the scope's own HNSW index as the
 flows build it), then on one connection:
 
@@ -25,7 +25,7 @@ import time
 from typing import Any
 
 from agent_memory import MemoryManager
-from agent_memory.db import ann_indexes, term_counts
+from agent_memory.db import ann_indexes, snippet_queue, term_counts
 from agent_memory.db import embeddings as embedding_repo
 from agent_memory.db import snippets as snippet_repo
 from agent_memory.decay import today
@@ -62,6 +62,7 @@ def run(messages: int, iterations: int) -> dict[str, Any]:
     ):
         started = time.perf_counter()
         conn.execute(LOAD, {"words": VOCABULARY, "n": len(VOCABULARY), "episodes": messages // 10})
+        snippet_queue.drain_sync(conn, batch=1000)  # their sentences, as the drains index them
         # a scope's facts too, as inject ranks them before it searches the messages
         facts = [question(random.Random(n)) for n in range(200)]
         load_facts(conn, SCOPE, [{"content": f"User {q}", "importance": 0.5} for q in facts])

@@ -1,6 +1,7 @@
 """The episodic tier by relevance: every message of every episode is searchable as soon as it
-is stored (by full text; by meaning once the flows embed it), inject adds the relevant messages
-its facts do not cover within a token budget, and ``search`` finds them from the command line."""
+is stored (by full text, from its messages until its sentences are indexed; by meaning once the
+flows embed it), inject adds the relevant messages its facts do not cover within a token
+budget, and ``search`` finds them from the command line."""
 
 from __future__ import annotations
 
@@ -69,6 +70,8 @@ async def test_every_way_in_indexes_the_messages_it_stores(
         encoding="utf-8",
     )
     import_jsonl(db, path)
+    # each way in queues what it stores; the drain makes the snippets
+    assert await manager.index_pending() == 3
     rows = db.execute(
         "SELECT position, speaker, content, occurred_at FROM agent_memory.snippets"
         " ORDER BY occurred_at, position"
@@ -96,6 +99,7 @@ async def test_a_message_of_several_sentences_is_a_snippet_per_sentence(
         ],
         occurred_at=MARCH,
     )
+    await manager.index_pending()
     rows = db.execute(
         "SELECT position, part, speaker, content FROM agent_memory.snippets ORDER BY position, part"
     ).fetchall()

@@ -34,6 +34,7 @@ async def seed(manager: MemoryManager) -> None:
         await manager.add_fact(scope, f"{name} likes tea")
         await manager.store().aput(("memories", str(name)), "k", {"content": f"{name} has a dog"})
         await manager.store().aput(("memories", str(name), "notes"), "n", {"note": f"{name}"})
+    await manager.index_pending()  # the conversations' sentences, as a moment later
 
 
 def refused(conn: psycopg.Connection[Any], statement: str, *params: Any) -> str:
@@ -154,6 +155,45 @@ async def test_agent_facing_code_runs_as_a_tenant(
     # on tables with row-level security on, as the owner)
     assert {f.content for f in await manager.facts(BOB)} == {"bob has a dog", "bob likes tea"}
     assert "Miso is grey" in {f.content for f in await manager.facts(ALICE)}
+
+
+async def test_a_tenants_record_queues_its_conversation_which_it_alone_reads_and_indexes(
+    settings: Settings, db: psycopg.Connection[Any]
+) -> None:
+    quiet = settings.model_copy(
+        update={"memory": settings.memory.model_copy(update={"index_after_s": 0.0})}
+    )
+    owner = await MemoryManager.create(settings=quiet, migrate=False)
+    url = await owner.create_tenant(ALICE)
+    tenant = await MemoryManager.create(url, settings=quiet, migrate=False)
+    try:
+        await owner.record(BOB, [{"role": "user", "content": "I am bob. I grow leeks."}])
+        mine = await tenant.record(ALICE, [{"role": "user", "content": "I grow tomatoes."}])
+        queued = "SELECT user_id FROM agent_memory.snippet_queue q JOIN agent_memory.episodes e"
+        queued += " ON e.id = q.episode_id ORDER BY 1"
+        assert db.execute(queued).fetchall() == [("alice",), ("bob",)]
+        with psycopg.connect(url, autocommit=True) as conn:
+            # its own queue row only; it cannot remove any, nor queue another scope's
+            rows = conn.execute("SELECT episode_id FROM agent_memory.snippet_queue").fetchall()
+            assert rows == [(mine,)]
+            assert "permission denied" in refused(conn, "DELETE FROM agent_memory.snippet_queue")
+            assert "row-level security" in refused(
+                conn,
+                "INSERT INTO agent_memory.snippet_queue VALUES"
+                " (agent_memory.scope_key('bob', NULL, NULL), 1)",
+            )
+        found = await tenant.search_conversations(ALICE, "what do I grow?")
+        assert [(s.id, s.content) for s in found] == [(None, "I grow tomatoes.")]
+        assert await tenant.search_conversations(BOB, "what do I grow?") == []
+        # its drain indexes its own scope's conversations only
+        assert await tenant.index_pending() == 1
+        assert db.execute(queued).fetchall() == [("bob",)]
+        found = await tenant.search_conversations(ALICE, "what do I grow?")
+        assert [s.content for s in found] == ["I grow tomatoes."] and found[0].id is not None
+        assert await owner.index_pending() == 1
+    finally:
+        await tenant.close()
+        await owner.close()
 
 
 async def test_a_tenant_role_is_listed_rekeyed_dropped_and_erased(

@@ -13,7 +13,7 @@ from typing import Any
 import psycopg
 
 from agent_memory import MemoryManager
-from agent_memory.db import fulltext, recall
+from agent_memory.db import fulltext, recall, snippet_queue
 from agent_memory.db import term_counts as counts_repo
 from agent_memory.decay import day_index, today
 from agent_memory.models import Scope
@@ -47,6 +47,8 @@ def counts(db: psycopg.Connection[Any], query: str) -> set[tuple[Any, ...]]:
 
 
 def episode(db: psycopg.Connection[Any], scope: Scope, *texts: str) -> int:
+    """An episode of ``texts`` stored, and its sentences indexed (as the drain after a record
+    does)."""
     messages = [{"role": "user", "content": t} for t in texts]
     row = db.execute(
         "INSERT INTO agent_memory.episodes (user_id, agent_id, messages, message_count)"
@@ -54,6 +56,7 @@ def episode(db: psycopg.Connection[Any], scope: Scope, *texts: str) -> int:
         (scope.user_id, scope.agent_id, json.dumps(messages), len(messages)),
     ).fetchone()
     assert row is not None
+    assert snippet_queue.drain_sync(db, [scope]) == 1
     return int(row[0])
 
 

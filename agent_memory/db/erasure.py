@@ -3,7 +3,8 @@ happened without the content (``agent_memory.erasures``).
 
 What goes, in an order the foreign keys allow: the failure streak, the vectors and refusals of
 its facts and messages, its facts (superseded ones too) with their sources, its Store items
-(memories and documents), its episodes with their message index and summaries, its job rows
+(memories and documents), its episodes with their message index (and those still waiting to be
+indexed) and summaries, its job rows
 (errors included), the cached model answers for its conversations' checksums (a conversation
 recorded in another scope too is answered again there), its decay runs, its consolidation
 claim, its own nearest-neighbour indexes, its tenant role, and the LangGraph checkpoint threads
@@ -50,6 +51,9 @@ STATEMENTS: list[tuple[str, str]] = [
     # the Store's items of the scope: its memories (going with their facts too) and documents
     ("store_items", f"DELETE FROM agent_memory.store_items WHERE scope_key = {KEY}"),
     ("memory_items", f"DELETE FROM agent_memory.memory_items WHERE scope_key = {KEY}"),
+    # its episodes waiting to be indexed first: a drain holding them is waited for, so the
+    # snippets it makes are there to be deleted next (sql/0026_snippet_queue.sql)
+    ("snippet_queue", f"DELETE FROM agent_memory.snippet_queue WHERE scope_key = {KEY}"),
     ("snippets", f"DELETE FROM agent_memory.snippets WHERE scope_key = {KEY}"),
     ("episodes", f"DELETE FROM agent_memory.episodes WHERE scope_key = {KEY}"),
     # the words of the scope's rows, counted for full-text ranking (and the changes the

@@ -20,7 +20,12 @@ QUERY = """(SELECT regexp_replace(plainto_tsquery('english', %(text)s)::text,
 
 
 def text_hits(
-    table: str, where: str, tie: str, corpus: str | None = None, levels: Sequence[str] = ()
+    table: str,
+    where: str,
+    tie: str,
+    corpus: str | None = None,
+    levels: Sequence[str] = (),
+    pending: str | None = None,
 ) -> str:
     """CTEs ranking the rows of ``table`` (alias ``m``) that ``where`` admits by full text
     against the question: ``text_hits(id, r, n)``, rank ``r`` and the share ``n`` in [0, 1]
@@ -56,6 +61,13 @@ def text_hits(
     of the latest ``_SAMPLE`` rows of them all, read in order from the levels' indexes merged
     (``agent_memory.db.levels.merged``). With every level but one empty, that level is ranked
     as it would be alone.
+
+    ``pending``: the name of an earlier CTE of rows of the scope that ``table`` does not hold
+    yet (a queued conversation's sentences, :mod:`agent_memory.db.snippets`), with ``id``,
+    ``tie``, ``search`` and ``searched`` (whether ``where`` would admit it). They count in the
+    statistics as if they were there, and every one ``searched`` that matches is scored with the
+    rest: a row ranks as it will once stored (except an old one holding only common words, which
+    the stored ranking may leave unscored, see below).
     """
     if corpus is None:
         rows = f"SELECT count(*) AS n, coalesce(avg(length(m.search)), 0) AS avg_len FROM {table} m"
@@ -82,6 +94,9 @@ def text_hits(
            coalesce(sum(k.size), 0)::float8 / greatest(coalesce(sum(k.docs), 0), 1) AS avg_len
     FROM {counted("''")}"""
         held = f"SELECT coalesce(sum(k.docs), 0) AS n FROM {counted('t.lexeme')}"
+        if pending is not None:
+            waiting = f"(SELECT count(*) FROM {pending} x WHERE x.search @@ t.q)"
+            held = f"SELECT coalesce(sum(k.docs), 0) + {waiting} AS n FROM {counted('t.lexeme')}"
 
     def latest(match: str) -> str:
         return f"""SELECT m.id, m.{tie}, m.search FROM {table} m
@@ -91,13 +106,28 @@ def text_hits(
     sample = latest(where)
     if levels:
         sample = merged(len(levels), lambda n: latest(levels[n]), f"{tie} DESC", str(_SAMPLE))
+    corpus_cte = f"corpus AS MATERIALIZED ({counts} AND %(text)s::text IS NOT NULL)"
+    also = ""
+    if pending is not None:
+        # the stored rows' statistics, and the waiting rows' added to them
+        corpus_cte = f"""indexed AS MATERIALIZED ({counts} AND %(text)s::text IS NOT NULL),
+corpus AS MATERIALIZED (
+    SELECT s.n + w.n AS n, (s.avg_len * greatest(s.n, 1) + w.size) / greatest(s.n + w.n, 1)
+           AS avg_len
+    FROM indexed s,
+         (SELECT count(*) AS n, coalesce(sum(length(x.search)), 0) AS size FROM {pending} x) w
+)"""
+        also = f"""
+    UNION
+    SELECT x.id, x.{tie}, x.search FROM {pending} x, query
+    WHERE x.searched AND x.search @@ query.q"""
     return f"""query AS MATERIALIZED {QUERY},
 terms AS (
     SELECT lexeme, quote_literal(lexeme)::tsquery AS q
     FROM unnest(tsvector_to_array(to_tsvector('english', %(text)s))) AS lexeme
     LIMIT 32
 ),
-corpus AS MATERIALIZED ({counts} AND %(text)s::text IS NOT NULL),
+{corpus_cte},
 weights AS MATERIALIZED (
     SELECT t.q, df.n AS df, ln(1 + (c.n - df.n + 0.5) / (df.n + 0.5)) AS idf, c.avg_len
     FROM terms t CROSS JOIN corpus c CROSS JOIN LATERAL ({held}) AS df
@@ -116,7 +146,7 @@ matched AS MATERIALIZED (
     WHERE (SELECT count(*) FROM sample) >= {_SAMPLE} AND (SELECT q FROM gathered) IS NOT NULL
       AND {where} AND m.search @@ (SELECT q FROM gathered)
     UNION
-    SELECT s.id, s.{tie}, s.search FROM sample s, query WHERE s.search @@ query.q
+    SELECT s.id, s.{tie}, s.search FROM sample s, query WHERE s.search @@ query.q{also}
 ),
 text_hits AS (
     SELECT id, row_number() OVER (ORDER BY rank DESC, {tie} DESC, id) AS r,

@@ -148,6 +148,15 @@ class MemorySettings(BaseSettings):
         description="a past message that asks a question is injected with the reply after it "
         "(the next message, by another speaker), which says what the question only asks",
     )
+    index_after_s: float = Field(
+        default=1.0,
+        ge=0.0,
+        le=3600.0,
+        description="a record's sentences are indexed for the conversation search this many "
+        "seconds later, by the manager in the background (a burst of turns in one statement; "
+        "until then a search reads them from their messages). 0: never by the manager, only by "
+        "the consolidation flow and `agent-memory index`",
+    )
     inject_reinforce: bool = Field(
         default=False,
         description="restart the decay clock of injected facts (at most once a day per fact)",

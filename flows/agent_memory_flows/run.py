@@ -39,6 +39,7 @@ from agent_memory_tasks.consolidation import (
     extract_group,
     find_held_back,
     find_pending_scopes,
+    index_conversations,
     load_group,
     record_failures,
     settle_abandoned_runs,
@@ -284,10 +285,15 @@ async def run_consolidation(
     held: HeldBack | None = None
     async with open_run_pool(settings) as pool:
         await configured(settle_abandoned_runs, settings.task_retries)(pool)
+        # a run over every scope indexes every scope's waiting conversations, others their own
+        everything = scopes is None and params.scope is None and window is None
         if scopes is None:
             scopes = await pending_scopes(pool, params, window)
             if params.scope is None and (runtime.flow_run.run_count or 1) <= 1:
                 held = await configured(find_held_back, settings.task_retries)(pool)
+        await configured(index_conversations, settings.task_retries)(
+            pool, None if everything else _opaque(scopes)
+        )
         results = await consolidate_scopes(pool, scopes, params, window, on_batch, extractor)
     name = await asyncio.to_thread(namer_for, settings.db)
     return await publish(results, extractor.name, summary_key, held, name)

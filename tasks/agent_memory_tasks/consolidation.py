@@ -17,6 +17,7 @@ from agent_memory.consolidation.groups import BatchPlan, Limits, ScopeGroup
 from agent_memory.consolidation.load import find_scopes
 from agent_memory.db import failures as failure_repo
 from agent_memory.db import jobs as job_repo
+from agent_memory.db import snippet_queue
 from agent_memory.db.failures import HeldBack
 from agent_memory.embedding import TextEmbedder
 from agent_memory.errors import StepError
@@ -39,6 +40,17 @@ async def find_pending_scopes(
     scopes = await find_scopes(pool, only, limit, window, include_waiting)
     get_run_logger().info("%d scope(s) have unconsolidated episodes", len(scopes))
     return scopes
+
+
+@step("db", "index-conversations")
+async def index_conversations(pool: AsyncConnectionPool, scopes: list[Scope] | None) -> int:
+    """Index the sentences of the recorded conversations of ``scopes`` (None: of every scope)
+    still waiting for it (:mod:`agent_memory.db.snippet_queue`), before their episodes are
+    loaded: the search reads them from the index from then on. How many were indexed."""
+    async with pool.connection() as conn:
+        done = await snippet_queue.drain(conn, scopes)
+    get_run_logger().info("%d recorded conversation(s) indexed for the search", done)
+    return done
 
 
 @step("db", "load-episodes", task_run_name="load [{group_label}]")

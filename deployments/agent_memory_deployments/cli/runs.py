@@ -1,4 +1,4 @@
-"""Commands that run the pipeline now: demo, migrate, consolidate, decay, embed."""
+"""Commands that run the pipeline now: demo, migrate, consolidate, decay, embed, index."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from typing import Annotated
 import typer
 
 from agent_memory.errors import AgentMemoryError
+from agent_memory.models import Scope
+from agent_memory.settings import Settings
 from agent_memory_deployments.cli._app import (
     AgentOpt,
     UserOpt,
@@ -148,3 +150,31 @@ def embed(
             highlight=False,
             soft_wrap=True,  # one line per fact, however long the model's reason
         )
+
+
+async def _index(settings: Settings, scope: Scope | None) -> tuple[int, int]:
+    from agent_memory.db import snippet_queue
+    from agent_memory.db.pool import open_pool
+
+    scopes = None if scope is None else [scope]
+    async with open_pool(settings, max_size=1) as pool, pool.connection() as conn:
+        done = await snippet_queue.drain(conn, scopes)
+        return done, await snippet_queue.waiting(conn, scopes)
+
+
+@app.command()
+def index(user: UserOpt = None, agent: AgentOpt = None, workflow: WorkflowOpt = None) -> None:
+    """Index the sentences of recorded conversations for the search now (of one scope, or of
+    all), as the consolidation flow does before it loads them and a MemoryManager a moment
+    after each record; until then a search reads them from their messages."""
+    _private_defaults(quiet=True)
+    scope = _scope(user, agent, workflow)
+    try:
+        done, left = asyncio.run(_index(_settings(), scope))
+    except AgentMemoryError as exc:
+        raise _fail(exc) from None
+    console.print(
+        f"{done} conversation(s) indexed; {left} still waiting"
+        " (recorded meanwhile, or held by another drain)",
+        highlight=False,
+    )
