@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +23,8 @@ from typing import Any
 
 import psycopg
 from psycopg.raw_cursor import RawCursorMixin
+
+from agent_memory.db import dual, native
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -150,32 +152,63 @@ async def interleaved(calls: dict[str, Call], n: int, clock: ServerClock) -> dic
 @dataclass(frozen=True)
 class Sent:
     """One statement as psycopg was asked to run it (``raw``: on a raw cursor, native ``$n``
-    placeholders and positional values, as agent_memory.db.native sends long statements)."""
+    placeholders and positional values, as agent_memory.db.native sends long statements;
+    ``source``: such a statement's text and named values before that conversion)."""
 
     query: Any
     params: Any
     raw: bool
+    source: tuple[str, Mapping[str, Any]] | None = None
 
     @property
     def text(self) -> str:
         return self.query if isinstance(self.query, str) else repr(self.query)
 
 
+def without(s: Sent, name: str) -> Sent:
+    """``s`` with its value ``name`` None: the same statement (and plan) with a side of a
+    ranking left out (``vector``: meaning; ``text``: full text); ``s`` if it has no such."""
+    if s.source is not None:
+        query, values = s.source
+        if name not in values:
+            return s
+        changed = {**values, name: None}
+        converted = native.native_form(query, changed)
+        assert converted is not None
+        return Sent(converted[0], converted[1], True, (query, changed))
+    if isinstance(s.params, Mapping) and name in s.params:
+        return Sent(s.query, {**s.params, name: None}, s.raw)
+    return s
+
+
 @contextmanager
 def captured() -> Iterator[list[Sent]]:
     """Every statement run on an async cursor of psycopg (a raw one's too) in the block."""
     seen: list[Sent] = []
-    original = psycopg.AsyncCursor.execute
+    original, original_form = psycopg.AsyncCursor.execute, native.native_form
+    # what agent_memory.db.dual converted last: the next raw execute runs it, with no await
+    # between them for another task to come in
+    converted: list[tuple[str, Mapping[str, Any]]] = []
+
+    def native_form(query: str, params: Any) -> tuple[str, list[Any]] | None:
+        out = original_form(query, params)
+        if out is not None:
+            converted[:] = [(query, params)]
+        return out
 
     async def execute(self: Any, query: Any, params: Any = None, **kwargs: Any) -> Any:
-        seen.append(Sent(query, params, isinstance(self, RawCursorMixin)))
+        raw = isinstance(self, RawCursorMixin)
+        source = converted.pop() if raw and converted else None
+        seen.append(Sent(query, params, raw, source))
         return await original(self, query, params, **kwargs)
 
     psycopg.AsyncCursor.execute = execute  # type: ignore[method-assign]
+    dual.native_form = native_form  # type: ignore[attr-defined]
     try:
         yield seen
     finally:
         psycopg.AsyncCursor.execute = original  # type: ignore[method-assign]
+        dual.native_form = original_form  # type: ignore[attr-defined]
 
 
 def grouped(sent: list[Sent]) -> dict[str, list[Sent]]:

@@ -1,4 +1,5 @@
 """python -m benchmarks.turn_cpu [--quick] [--facts N] [--messages N] [--iterations N]
+                                [--neighbours N]
 
 Where a turn's CPU goes (issue 40, item 1): CPU per default inject and per record, this
 process's (the client) and the server's separately, and per statement. ``python -m
@@ -9,7 +10,9 @@ AGENT_MEMORY_SHARE=user has it) with N current facts (default 600) and M message
 3,000) recorded through ``MemoryManager.record`` two a turn (the insert trigger makes their
 sentences snippets, as in production). Facts and snippets are embedded by the bundled model,
 the scope's full-text statistics folded and its HNSW indexes built as the flows would leave
-them (one for the snippets from 2,000 vectors; none for 600 facts).
+them (one for the snippets from 2,000 vectors; none for 600 facts). Around it, 100 other
+scopes (--neighbours) with a tenth as much each, drawn in SQL, so the tables' statistics, and
+the generic plans made from them, are those of a database of many scopes.
 
 The figures, per call, each an average over --iterations calls after a warm-up (in rounds
 that take turns with the references):
@@ -21,14 +24,17 @@ that take turns with the references):
   on the arguments the injects gave it) and the rest (planning the inject, building the frame,
   the pool, asyncio); ``server_ms`` (the CPU of the database's client backends, read from
   /proc); ``background_ms`` (WAL writer, checkpointer, background writer, autovacuum)
-* record - ``MemoryManager.record`` of a two-message turn, the same figures
+* record - ``MemoryManager.record`` of a two-message turn, the same figures, and the server
+  CPU of its INSERT with the triggers off (``server_ms_without_triggers``: the trigger makes
+  the message's sentences snippets and counts their words; a superuser's session only)
 * statements - each statement the injects (and some records) sent, captured from psycopg's
   cursor (a raw one's too) and run again in the order sent on one connection set up as the
   pool's (generic plans, the HNSW queue size), each run's CPU read around it: its server and
   client CPU per run, how often an operation sends it, and its share of the operation's CPU
-  (server + client). Their shares leave out the client work above that is not a statement's,
-  and the server's extra work when the two statements of an inject run at once on two
-  backends (about a tenth here)
+  (server + client); a ranking's server CPU also with each side left out, meaning or full
+  text (the same statement with its vector, or its text, None). Their shares leave out the
+  client work above that is not a statement's, and the server's extra work when the two
+  statements of an inject run at once on two backends (about a tenth here)
 * references - ``SELECT 1`` on that connection, and importance-only inject
   (AGENT_MEMORY_INJECT_RANKING=importance) on a manager of its own
 
@@ -46,95 +52,35 @@ import random
 import sys
 from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
-from langchain_core.messages import AIMessage, HumanMessage
 
 from agent_memory import MemoryManager
 from agent_memory import inject as inject_module
-from agent_memory.db import ann_indexes, recall, term_counts
-from agent_memory.db import embeddings as embedding_repo
+from agent_memory.db import recall
 from agent_memory.db.connection import aprefer_generic_plans
 from agent_memory.db.recall import Ranked
-from agent_memory.models import Scope, Snippet
-from agent_memory.settings import LOCAL_MODEL, EmbeddingSettings, MemorySettings, Settings
+from agent_memory.models import Snippet
+from agent_memory.settings import MemorySettings, Settings
 from agent_memory.snippet_choice import chosen_snippets
 from benchmarks import _cpu
 from benchmarks._common import (
-    agent_connection,
     bench_database,
     emit,
     machine_busy,
     machine_cpu,
     parser,
 )
-from benchmarks._synthetic import VOCABULARY, embed_locally, question
-from benchmarks.retrieval import load_facts
+from benchmarks._synthetic import question
+from benchmarks._turn_data import SCOPE, load, turn
 
 DB = "agent_memory_bench_turn_cpu"
-SCOPE = Scope("cpu-user", "cpu-agent")
 BOUND_MS = 3.0  # CPU per default inject, client + server (issue 40)
-FULL = {"facts": 600, "messages": 3000, "iterations": 1000}
-QUICK = {"facts": 150, "messages": 1800, "iterations": 60}
+FULL = {"facts": 600, "messages": 3000, "iterations": 1000, "neighbours": 100}
+QUICK = {"facts": 150, "messages": 1800, "iterations": 60, "neighbours": 10}
+SIDES = ("vector", "text")  # the sides of a ranking, each left out in turn
 CAPTURED = 200  # records whose statements are captured and run again
-
-
-def _words(rng: random.Random, low: int, high: int) -> str:
-    return " ".join(rng.sample(VOCABULARY, rng.randint(low, high)))
-
-
-def fact_text(rng: random.Random) -> str:
-    return f"User likes the {_words(rng, 3, 5)}"
-
-
-def turn(rng: random.Random) -> list[Any]:
-    """A turn as an agent records it: a user message of two sentences, one a question half
-    the time, and a short reply."""
-    ask = f" What about the {_words(rng, 2, 3)}?" if rng.random() < 0.5 else ""
-    user = f"I used the {_words(rng, 3, 5)} today.{ask}"
-    return [HumanMessage(user), AIMessage(f"Noted: the {_words(rng, 2, 4)}.")]
-
-
-async def load(manager: MemoryManager, dsn: str, facts: int, messages: int) -> dict[str, Any]:
-    """The scope's facts and messages, embedded and indexed as the flows would leave them."""
-    rng = random.Random(40)
-    with agent_connection(dsn) as conn:
-        load_facts(
-            conn,
-            SCOPE,
-            [
-                {"content": fact_text(rng), "importance": rng.uniform(0.1, 1.0)}
-                for _ in range(facts)
-            ],
-        )
-    turns = messages // 2
-    start = datetime.now(UTC) - timedelta(minutes=30 * turns)
-    for i in range(turns):
-        await manager.record(SCOPE, turn(rng), occurred_at=start + timedelta(minutes=30 * i))
-    with agent_connection(dsn) as conn:
-        no_vectors = embedding_repo.ensure(conn)  # a server without pgvector: full text alone
-        if no_vectors is None:
-            embed_locally(conn, "memory_items", "fact_embeddings", "fact_id", LOCAL_MODEL)
-            embed_locally(conn, "snippets", "snippet_embeddings", "snippet_id", LOCAL_MODEL)
-        conn.execute(term_counts.COMPACT_SCOPE, SCOPE.as_dict())
-        conn.execute("VACUUM ANALYZE")
-        row = conn.execute("SELECT count(*) FROM agent_memory.snippets").fetchone()
-    built = {}
-    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as aconn:
-        for kind in ("facts", "snippets") if no_vectors is None else ():
-            min_rows = EmbeddingSettings().ann_min_rows
-            built[kind] = await ann_indexes.ensure_ann_index(
-                aconn, kind, SCOPE, LOCAL_MODEL, min_rows
-            )
-    return {
-        "facts": facts,
-        "messages": turns * 2,
-        "snippets": row[0] if row else 0,
-        "vectors": "embedded by the bundled model" if no_vectors is None else no_vectors,
-        "hnsw_index": {kind: name is not None for kind, name in built.items()},
-    }
 
 
 async def statements(
@@ -147,9 +93,15 @@ async def statements(
 ) -> list[dict[str, Any]]:
     """The statements of ``sent`` (what ``per`` operations sent) run again on ``conn`` in
     turn (``clock``: its backend): each one's CPU per run, runs per operation, and share of
-    the operation's ``whole_ms`` (client + server); the largest share first."""
+    the operation's ``whole_ms`` (client + server); the largest share first. A ranking's
+    server CPU is also given with each of its sides left out (``server_ms_without_vector``,
+    ``server_ms_without_text``: the same statement with that value None)."""
     out = []
     groups = _cpu.grouped(sent)
+    sides = {}
+    for side in SIDES:
+        if any(_cpu.without(s, side) is not s for s in sent):
+            sides[side] = await _cpu.in_turn(conn, [_cpu.without(s, side) for s in sent], clock)
     for text, cpu in (await _cpu.in_turn(conn, sent, clock)).items():
         calls = float(cpu.pop("runs") or 0) / per
         row: dict[str, Any] = {
@@ -159,6 +111,9 @@ async def statements(
             **cpu,
             "share": round(_cpu.total_ms(cpu) * calls / whole_ms, 3),
         }
+        for side, figures in sides.items():
+            if groups[text][0].params != _cpu.without(groups[text][0], side).params:
+                row[f"server_ms_without_{side}"] = figures[text]["server_ms"]
         if pgss:  # its own pass: reset, then the statement alone
             await _cpu.pgss_reset(conn)
             await _cpu.replayed(conn, groups[text], per, clock)
@@ -275,13 +230,32 @@ async def record_cpu(
         return await manager.record(SCOPE, said[i])
 
     figures = (await _cpu.interleaved({"record": record}, n, clock))["record"]
-    return {
-        "record": figures,
-        "statements": await statements(conn, sent, CAPTURED, figures["total_ms"], own, pgss),
-    }
+    listed = await statements(conn, sent, CAPTURED, figures["total_ms"], own, pgss)
+    figures["server_ms_without_triggers"] = await without_triggers(conn, sent, own)
+    return {"record": figures, "statements": listed}
 
 
-async def measure(dsn: str, facts: int, messages: int, n: int) -> dict[str, Any]:
+async def without_triggers(
+    conn: psycopg.AsyncConnection[Any], sent: list[_cpu.Sent], clock: _cpu.ServerClock
+) -> float | None:
+    """The server CPU per operation of the statements ``sent`` with the session's triggers
+    off (session_replication_role = replica): what a record's INSERT costs without the
+    trigger that makes its snippets. None where this role may not turn them off."""
+    try:
+        await conn.execute("SET session_replication_role = replica")
+    except psycopg.Error:
+        return None
+    try:
+        runs = await _cpu.in_turn(conn, sent, clock)
+    finally:
+        await conn.execute("RESET session_replication_role")
+    if not clock.local:
+        return None
+    total = sum(float(r["server_ms"] or 0) * float(r["runs"] or 0) for r in runs.values())
+    return round(total / len(sent), 4)
+
+
+async def measure(dsn: str, facts: int, messages: int, n: int, neighbours: int) -> dict[str, Any]:
     """Load the scope into the migrated database at ``dsn`` and measure (see the module)."""
     load_before = os.getloadavg()
     busy = machine_cpu()
@@ -290,7 +264,7 @@ async def measure(dsn: str, facts: int, messages: int, n: int) -> dict[str, Any]
         dsn, settings=Settings(memory=MemorySettings(inject_ranking="importance")), migrate=False
     )
     try:
-        data = await load(manager, dsn, facts, messages)
+        data = await load(manager, dsn, facts, messages, neighbours)
         conn = await replay_connection(dsn, manager.settings.memory.inject_candidates)
         try:
             pgss_reason = await _cpu.pg_stat_statements(conn)
@@ -332,9 +306,11 @@ async def measure(dsn: str, facts: int, messages: int, n: int) -> dict[str, Any]
     }
 
 
-def run(dsn: str, *, facts: int, messages: int, iterations: int) -> dict[str, Any]:
+def run(
+    dsn: str, *, facts: int, messages: int, iterations: int, neighbours: int = 0
+) -> dict[str, Any]:
     """The figures against a migrated database at ``dsn`` (see the module)."""
-    return asyncio.run(measure(dsn, facts, messages, iterations))
+    return asyncio.run(measure(dsn, facts, messages, iterations, neighbours))
 
 
 def in_own_database(quick: bool, **sizes: int) -> dict[str, Any]:
@@ -349,6 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     cli.add_argument("--facts", type=int, default=None)
     cli.add_argument("--messages", type=int, default=None)
     cli.add_argument("--iterations", type=int, default=None)
+    cli.add_argument("--neighbours", type=int, default=None, help="other scopes (default 100)")
     args = cli.parse_args(argv)
     given = {k: v for k in FULL if (v := getattr(args, k)) is not None}
     emit(in_own_database(args.quick, **given))

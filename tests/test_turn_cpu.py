@@ -37,12 +37,12 @@ def _positive(figures: dict[str, Any], *keys: str) -> None:
 def test_turn_cpu_reports_inject_and_record_client_server_and_statements(
     database_url: str,
 ) -> None:
-    result = turn_cpu.run(database_url, facts=40, messages=240, iterations=20)
+    result = turn_cpu.run(database_url, facts=40, messages=240, iterations=20, neighbours=3)
     assert result["ranking"] == "hybrid" and result["snippets_per_inject"] > 0
     assert result["data"]["facts"] == 40 and result["data"]["snippets"] >= 240
     inject, record = result["inject"], result["record"]
     _positive(inject, "client_ms", "server_ms", "total_ms")
-    _positive(record, "client_ms", "server_ms", "total_ms")
+    _positive(record, "client_ms", "server_ms", "total_ms", "server_ms_without_triggers")
     assert inject["total_ms"] == pytest.approx(inject["client_ms"] + inject["server_ms"], abs=1e-3)
     split = inject["client_split"]
     _positive(split, "query_embedding_ms", "statements_ms", "snippet_choice_ms")
@@ -56,6 +56,8 @@ def test_turn_cpu_reports_inject_and_record_client_server_and_statements(
     ranking = [s for s in statements["inject"] if "memory_items" in s["reads"]]
     search = [s for s in statements["inject"] if "snippets" in s["reads"]]
     assert ranking and search  # the facts' ranking and the snippet search, beside it
+    for s in ranking + search:  # each with a side left out in turn
+        _positive(s, "server_ms_without_vector", "server_ms_without_text")
     insert = statements["record"][0]
     assert insert["statement"].startswith("INSERT INTO agent_memory.episodes")
     for listed in (statements["inject"], statements["record"]):
