@@ -122,11 +122,13 @@ async def statements(
     return sorted(out, key=lambda r: -float(r["share"]))
 
 
-async def replay_connection(dsn: str, candidates: int) -> psycopg.AsyncConnection[Any]:
-    """A connection set up as the agent's pool sets up its own: generic plans, and the HNSW
-    queue size inject gives a session."""
+async def replay_connection(dsn: str, settings: Settings) -> psycopg.AsyncConnection[Any]:
+    """A connection set up as the agent's pool sets up its own: generic plans (unless the
+    settings turn them off), and the HNSW queue size inject gives a session."""
     conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
-    await aprefer_generic_plans(conn)
+    if settings.db.generic_plans:
+        await aprefer_generic_plans(conn)
+    candidates = settings.memory.inject_candidates
     await conn.execute(recall.ANN_EF_SEARCH, {"candidates": candidates, "local": False})
     return conn
 
@@ -265,7 +267,7 @@ async def measure(dsn: str, facts: int, messages: int, n: int, neighbours: int) 
     )
     try:
         data = await load(manager, dsn, facts, messages, neighbours)
-        conn = await replay_connection(dsn, manager.settings.memory.inject_candidates)
+        conn = await replay_connection(dsn, manager.settings)
         try:
             pgss_reason = await _cpu.pg_stat_statements(conn)
             pgss = pgss_reason is None
