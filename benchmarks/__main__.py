@@ -14,7 +14,8 @@ run (see each module's docstring):
 * analytics     - loading facts into polars through Arrow against fetchall; the decay report
 * consolidation - the flow against the ideal with a loopback LLM; rerun; token use of a backlog
 * memory        - peak RSS while consolidating a backlog
-* load          - agents injecting and recording while the flows run
+* load          - agents injecting and recording while the flows run; where a turn's CPU
+                  goes (client and server, per statement)
 * record        - what one record costs PostgreSQL (time, CPU, WAL) against a bare INSERT
 * store         - the LangGraph Store operations against LangGraph's PostgresStore
 
