@@ -39,7 +39,7 @@ def turn(rng: random.Random) -> list[Any]:
     return [HumanMessage(user), AIMessage(f"Noted: the {_words(rng, 2, 4)}.")]
 
 
-# the neighbours' turns, drawn in SQL (the insert trigger makes their snippets as record's do)
+# the neighbours' turns, drawn in SQL (queued for indexing as record's are: see load)
 NEIGHBOUR_TURNS = """
 INSERT INTO agent_memory.episodes (user_id, agent_id, messages, message_count, occurred_at)
 SELECT 'neighbour-' || (e %% %(scopes)s), 'cpu-agent',
@@ -86,6 +86,7 @@ async def load(
     start = datetime.now(UTC) - timedelta(minutes=30 * turns)
     for i in range(turns):
         await manager.record(SCOPE, turn(rng), occurred_at=start + timedelta(minutes=30 * i))
+    await manager.index_pending()  # every queued conversation's sentences, as the flows leave them
     with agent_connection(dsn) as conn:
         no_vectors = embedding_repo.ensure(conn)  # a server without pgvector: full text alone
         if no_vectors is None:

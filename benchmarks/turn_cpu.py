@@ -59,7 +59,7 @@ import psycopg
 from agent_memory import MemoryManager
 from agent_memory import inject as inject_module
 from agent_memory.db import recall
-from agent_memory.db.connection import aprefer_generic_plans
+from agent_memory.db.connection import GENERIC_PLANS
 from agent_memory.db.recall import Ranked
 from agent_memory.models import Snippet
 from agent_memory.settings import MemorySettings, Settings
@@ -127,7 +127,7 @@ async def replay_connection(dsn: str, settings: Settings) -> psycopg.AsyncConnec
     settings turn them off), and the HNSW queue size inject gives a session."""
     conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
     if settings.db.generic_plans:
-        await aprefer_generic_plans(conn)
+        await conn.execute(GENERIC_PLANS)
     candidates = settings.memory.inject_candidates
     await conn.execute(recall.ANN_EF_SEARCH, {"candidates": candidates, "local": False})
     return conn
