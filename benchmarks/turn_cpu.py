@@ -7,8 +7,8 @@ benchmarks.load`` reports the same figures under ``cpu_per_turn``.
 
 The data: one scope (user and agent, so the default inject also reads the person's level, as
 AGENT_MEMORY_SHARE=user has it) with N current facts (default 600) and M messages (default
-3,000) recorded through ``MemoryManager.record`` two a turn (the insert trigger makes their
-sentences snippets, as in production). Facts and snippets are embedded by the bundled model,
+3,000) recorded through ``MemoryManager.record`` two a turn (queued, then their sentences made
+snippets by the drain, as in production). Facts and snippets are embedded by the bundled model,
 the scope's full-text statistics folded and its HNSW indexes built as the flows would leave
 them (one for the snippets from 2,000 vectors; none for 600 facts). Around it, 100 other
 scopes (--neighbours) with a tenth as much each, drawn in SQL, so the tables' statistics, and
@@ -25,8 +25,9 @@ that take turns with the references):
   the pool, asyncio); ``server_ms`` (the CPU of the database's client backends, read from
   /proc); ``background_ms`` (WAL writer, checkpointer, background writer, autovacuum)
 * record - ``MemoryManager.record`` of a two-message turn, the same figures, and the server
-  CPU of its INSERT with the triggers off (``server_ms_without_triggers``: the trigger makes
-  the message's sentences snippets and counts their words; a superuser's session only)
+  CPU of its INSERT with the triggers off (``server_ms_without_triggers``: since schema 26 the
+  trigger queues the episode for the drain that makes its sentences snippets; a superuser's
+  session only)
 * statements - each statement the injects (and some records) sent, captured from psycopg's
   cursor (a raw one's too) and run again in the order sent on one connection set up as the
   pool's (generic plans, the HNSW queue size), each run's CPU read around it: its server and
