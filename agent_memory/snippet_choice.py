@@ -46,12 +46,35 @@ def _covers(fact: set[str], snippet: set[str]) -> bool:
     return len(fact & snippet) >= 0.8 * min(len(fact), len(snippet))
 
 
+class _FactWords:
+    """The injected facts' words, indexed by word: whether a fact says what a snippet says
+    (:func:`_covers`) is asked of the facts that share a word with it, not of every fact (an
+    inject weighs about twenty snippets against twenty facts, on the agent's path)."""
+
+    def __init__(self, facts: Ranked) -> None:
+        self.sizes: list[int] = []
+        self.holding: dict[str, list[int]] = {}
+        for _, content, _, _ in facts:
+            words = _words(content)
+            for word in words:
+                self.holding.setdefault(word, []).append(len(self.sizes))
+            self.sizes.append(len(words))
+
+    def cover(self, says: set[str]) -> bool:
+        """True when a fact says what ``says`` says (as :func:`_covers` has it)."""
+        shared: dict[int, int] = {}
+        for word in says:
+            for fact in self.holding.get(word, ()):
+                shared[fact] = shared.get(fact, 0) + 1
+        return any(n >= 0.8 * min(self.sizes[fact], len(says)) for fact, n in shared.items())
+
+
 def chosen_snippets(found: list[Snippet], facts: Ranked, tokens: int) -> list[Snippet]:
     """The best snippets within the token budget, skipping what an injected fact or a
     better snippet already says. A question's reply counts as what the snippet says: the
     question alone is context for it."""
     budget = tokens * _CHARS_PER_TOKEN
-    facts_say = [_words(content) for _, content, _, _ in facts]
+    facts_say = _FactWords(facts)
     chosen: list[tuple[Snippet, set[str]]] = []
     shown: set[tuple[int, int]] = set()  # (episode, position) of each message shown whole
     for snippet in found:
@@ -62,7 +85,7 @@ def chosen_snippets(found: list[Snippet], facts: Ranked, tokens: int) -> list[Sn
             continue
         says = _words(snippet.reply.content if snippet.reply else snippet.content)
         # what a fact or a better snippet already says is not worth its tokens again
-        if any(_covers(said, says) for said in facts_say):
+        if facts_say.cover(says):
             continue
         cost = len(snippet.line())
         same = next((i for i, (_, said) in enumerate(chosen) if _covers(said, says)), None)
