@@ -10,8 +10,10 @@ scope only). Until then the conversation search reads them from their messages
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from agent_memory.db.dual import Run, Steps, dual
+from agent_memory.db.embeddings import scopes_params
 from agent_memory.models import Scope
 
 # episodes indexed per statement: a turn's episode makes a few sentences, so a batch's
@@ -29,14 +31,11 @@ WHERE %(users)s::text[] IS NULL OR scope_key = ANY ({_KEYS}::text[])
 """
 
 
-def _scopes(scopes: Sequence[Scope] | None) -> dict[str, list[str | None] | None]:
+def _scopes(scopes: Sequence[Scope] | None) -> dict[str, Any]:
+    """The parts of ``scopes`` as three arrays (:func:`scopes_params`); None: every scope."""
     if scopes is None:
         return {"users": None, "agents": None, "workflows": None}
-    return {
-        "users": [s.user_id for s in scopes],
-        "agents": [s.agent_id for s in scopes],
-        "workflows": [s.workflow_id for s in scopes],
-    }
+    return scopes_params(scopes)
 
 
 def drain_steps(scopes: Sequence[Scope] | None = None, batch: int = BATCH) -> Steps[int]:
