@@ -263,7 +263,7 @@ def test_upgrading_keeps_what_was_indexed_and_queues_what_comes_after(
     before = db.execute(ROWS).fetchall()
     assert len(before) == 3
     counted = db.execute(COUNTED).fetchall()
-    assert migrate(db, migrations=migrations) == ["0026_snippet_queue"]
+    assert migrate(db, migrations=migrations[:26]) == ["0026_snippet_queue"]
     assert db.execute(ROWS).fetchall() == before
     assert db.execute(COUNTED).fetchall() == counted
     assert db.execute(QUEUED).fetchall() == []

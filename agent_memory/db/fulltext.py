@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agent_memory.db.fragments import SCOPE_MATCH
+from agent_memory.db.fragments import SCOPE_KEY, SCOPE_MATCH
 from agent_memory.db.levels import level_key, merged
 
 # Any word of the message, stemmed: plainto_tsquery ANDs the words (and chains compounds with
@@ -26,6 +26,7 @@ def text_hits(
     corpus: str | None = None,
     levels: Sequence[str] = (),
     pending: str | None = None,
+    scoped: bool = False,
 ) -> str:
     """CTEs ranking the rows of ``table`` (alias ``m``) that ``where`` admits by full text
     against the question: ``text_hits(id, r, n)``, rank ``r`` and the share ``n`` in [0, 1]
@@ -68,6 +69,11 @@ def text_hits(
     statistics as if they were there, and every one ``searched`` that matches is scored with the
     rest: a row ranks as it will once stored (except an old one holding only common words, which
     the stored ranking may leave unscored, see below).
+
+    ``scoped``: ``table`` has an index of its rows' words with their scope's own word
+    (``agent_memory.scoped_search``, sql/0027_scoped_search.sql), so the rows holding the
+    gathered words are read from the scope's entries alone rather than every scope's (the words
+    of one exact scope: not with ``levels``).
     """
     if corpus is None:
         rows = f"SELECT count(*) AS n, coalesce(avg(length(m.search)), 0) AS avg_len FROM {table} m"
@@ -103,6 +109,16 @@ def text_hits(
     WHERE %(text)s::text IS NOT NULL AND {match}
     ORDER BY m.{tie} DESC LIMIT {_SAMPLE}"""
 
+    holding = f"{table} m"
+    gathered_rows = "AND m.search @@ (SELECT q FROM gathered)"
+    if scoped:
+        # OFFSET 0: the scope's condition stays outside, or a generic plan, sizing a scope at a
+        # few rows, reads it in time order and tests each row
+        holding = f"""(SELECT * FROM {table} x
+          WHERE agent_memory.scoped_search(x.scope_key, x.search)
+                @@ ((SELECT q FROM gathered) && agent_memory.scope_word({SCOPE_KEY}))
+          OFFSET 0) AS m"""
+        gathered_rows = ""
     sample = latest(where)
     if levels:
         sample = merged(len(levels), lambda n: latest(levels[n]), f"{tie} DESC", str(_SAMPLE))
@@ -142,9 +158,9 @@ gathered AS MATERIALIZED (
     WHERE held <= {GATHER}
 ),
 matched AS MATERIALIZED (
-    SELECT m.id, m.{tie}, m.search FROM {table} m
+    SELECT m.id, m.{tie}, m.search FROM {holding}
     WHERE (SELECT count(*) FROM sample) >= {_SAMPLE} AND (SELECT q FROM gathered) IS NOT NULL
-      AND {where} AND m.search @@ (SELECT q FROM gathered)
+      AND {where} {gathered_rows}
     UNION
     SELECT s.id, s.{tie}, s.search FROM sample s, query WHERE s.search @@ query.q{also}
 ),

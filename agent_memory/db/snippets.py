@@ -72,7 +72,7 @@ _FOUND = f"""(SELECT s.id, s.episode_id, s.position, s.speaker, s.role, s.occurr
 # answers it ("Can they do any tricks?" before "Sit, stay, paw and rollover").
 _SEARCH = f"""
 WITH {_PENDING},
-{text_hits("agent_memory.snippets", _IN_RANGE, "occurred_at", "s", pending="pending")},
+{text_hits("agent_memory.snippets", _IN_RANGE, "occurred_at", "s", pending="pending", scoped=True)},
 {{vector_hits}},
 {FUSED},
 best AS (
