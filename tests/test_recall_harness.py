@@ -267,3 +267,33 @@ def test_data_that_breaks_an_assumption_stops_the_run(tmp_path: Path) -> None:
     # two sessions of identical turns: no prompt could say which conversation it is from
     with pytest.raises(ValueError, match="hold the same turns"):
         recall.every_turn([first, {**first, "id": "c"}])
+
+
+def test_a_figure_below_its_recorded_floor_fails_the_run(tmp_path: Path) -> None:
+    floors = tmp_path / "floors.json"
+    floors.write_text(
+        json.dumps(
+            {"turns": {"quick": {"hybrid": {"recall@10": 0.8, "mrr": 0.4}, "text": {"mrr": 0.3}}}}
+        )
+    )
+    result: dict[str, Any] = {
+        "rankings": {"hybrid": {"overall": {"recall@10": 0.8, "mrr": 0.39}}, "vector": {}}
+    }
+    # a figure at its floor passes; one below it, and a ranking the run lacks, are named
+    assert recall.below_floors(result, "quick", floors) == [
+        "hybrid mrr: 0.39 < 0.4",
+        "text mrr: missing < 0.3",
+    ]
+    result["rankings"]["hybrid"]["overall"]["mrr"] = 0.41
+    result["rankings"]["text"] = {"overall": {"mrr": 0.3}}
+    assert recall.below_floors(result, "quick", floors) == []
+
+
+def test_the_recorded_floors_name_rankings_and_metrics_the_harness_reports() -> None:
+    recorded = json.loads(recall.FLOORS.read_text())["turns"]
+    assert set(recorded) == {"quick", "full"}
+    for size in recorded.values():
+        assert "hybrid_snippets" in size  # the default inject
+        for metrics in size.values():
+            assert set(metrics) <= {"recall@5", "recall@10", "message_recall@10", "mrr"}
+            assert all(0 < floor <= 1 for floor in metrics.values())
