@@ -3,6 +3,7 @@ connection, errors thrown into it where it can handle them."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import psycopg
@@ -78,6 +79,62 @@ def test_an_error_the_body_does_not_handle_reaches_the_caller(database_url: str)
     _, failing_sync = dual(failing)
     with psycopg.connect(database_url) as conn, pytest.raises(psycopg.errors.DivisionByZero):
         failing_sync(conn)
+
+
+# ---- errors inside a transaction: the contract in agent_memory.db.dual's docstring ----
+
+
+def _insert(value: int) -> Steps[None]:
+    yield Run("INSERT INTO dual_keys VALUES (%s)", (value,), "none")
+
+
+def recovering() -> Steps[dict[str, Any]]:
+    """In a transaction: a failed statement caught in place leaves the transaction aborted;
+    one in a Transaction of its own (a savepoint) leaves it usable."""
+    yield Transaction(_insert(1))
+    try:
+        yield Transaction(_insert(1))  # the key is taken: only the savepoint is rolled back
+        savepoint = "inserted"
+    except psycopg.errors.UniqueViolation:
+        savepoint = "UniqueViolation"
+    yield Transaction(_insert(2))  # the outer transaction goes on
+    with contextlib.suppress(psycopg.errors.UniqueViolation):  # caught in place
+        yield Run("INSERT INTO dual_keys VALUES (1)", None, "none")
+    try:
+        yield Run("SELECT 1")
+        after = "ran"
+    except psycopg.errors.InFailedSqlTransaction:
+        after = "InFailedSqlTransaction"
+    return {"savepoint": savepoint, "after": after}
+
+
+def outer() -> Steps[Any]:
+    yield Run("CREATE TEMP TABLE IF NOT EXISTS dual_keys (k int PRIMARY KEY)", None, "none")
+    try:
+        result = yield Transaction(recovering())
+    except psycopg.errors.InFailedSqlTransaction:
+        result = None
+    rows = yield Run("SELECT k FROM dual_keys ORDER BY k")
+    return result, [r[0] for r in rows]
+
+
+recover, recover_sync = dual(outer)
+
+
+def test_inside_a_transaction_only_a_savepoint_recovers_from_an_error(database_url: str) -> None:
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        got = recover_sync(conn)
+    # the body went on after the savepoint, then learned that a statement caught in place
+    # aborted the transaction, which rolled back everything in it
+    assert got == ({"savepoint": "UniqueViolation", "after": "InFailedSqlTransaction"}, [])
+
+
+async def test_inside_a_transaction_the_async_face_keeps_the_same_contract(
+    database_url: str,
+) -> None:
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        got = await recover(conn)
+    assert got == ({"savepoint": "UniqueViolation", "after": "InFailedSqlTransaction"}, [])
 
 
 # ---- long statements: converted to native placeholders once (agent_memory.db.native) ----

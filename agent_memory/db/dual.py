@@ -4,14 +4,27 @@ An operation is written once, as a generator that yields the statements it needs
 :class:`Connection`, :class:`Transaction`) and receives what each gave back; :func:`dual`
 makes the two faces of it, one that runs it on an ``AsyncConnection`` and one on a
 ``Connection``. What differs between them, awaiting, is in the two drivers below and nowhere
-else, so the faces cannot drift apart. A statement's error is thrown into the body at its
-``yield``, so a body handles errors with a plain ``try``::
+else (the statement to send and the value a step gets back are shared), so the faces cannot
+drift apart. A statement's error is thrown into the body at its ``yield``, so a body handles
+errors with a plain ``try``::
 
     def count_steps(scope: Scope) -> Steps[int]:
         row = yield Run(COUNT, scope.as_dict(), "one")
         return int(row[0]) if row else 0
 
     count, count_sync = dual(count_steps)   # await count(aconn, scope); count_sync(conn, scope)
+
+Inside a :class:`Transaction` (or on a connection that is not in autocommit) a failed statement
+aborts the transaction: the body may catch the error, but every later statement of that
+transaction fails too ("current transaction is aborted"), until it ends. A body that means to
+go on after a statement that may fail puts that statement in a :class:`Transaction` of its own
+(a savepoint inside the outer one) and catches the error around it: the savepoint is rolled
+back and the outer transaction goes on::
+
+    try:
+        yield Transaction(insert_steps(row))   # may fail: a unique key taken
+    except psycopg.errors.UniqueViolation:
+        ...                                    # the outer transaction is still usable
 
 A body composes others with ``yield from`` (``rows = yield from ranked_steps(...)``).
 """
@@ -69,6 +82,28 @@ def _next(steps: Steps[T], value: Any, error: BaseException | None) -> tuple[Ste
     return step, None  # type: ignore[return-value]
 
 
+def _statement(step: Run) -> tuple[str, Any, bool]:
+    """What ``step`` sends: its text, its values, and whether on a raw cursor (a long
+    statement in native placeholders, see :mod:`agent_memory.db.native`)."""
+    raw = native_form(step.query, step.params)
+    return (step.query, step.params, False) if raw is None else (raw[0], raw[1], True)
+
+
+def _value(get: Get, rowcount: int, rows: list[Any] | None) -> Any:
+    """What a step of ``get`` receives from its statement's ``rows`` (read when ``get`` asks
+    for rows) and ``rowcount``."""
+    if get == "all":
+        return rows
+    if get == "one":
+        return rows[0] if rows else None
+    return rowcount if get == "count" else None
+
+
+def _ids(row: Any, value: list[int]) -> None:
+    if row is not None:
+        value.append(int(row[0]))
+
+
 def run_sync(conn: psycopg.Connection[Any], steps: Steps[T]) -> T:
     """Run the body on a sync connection."""
     step, result = _next(steps, None, None)
@@ -85,19 +120,14 @@ def run_sync(conn: psycopg.Connection[Any], steps: Steps[T]) -> T:
                 with conn.transaction(), conn.cursor() as cur:
                     cur.executemany(step.query, step.params, returning=True)
                     value = []
-                    while True:
-                        row = cur.fetchone()
-                        if row is not None:
-                            value.append(int(row[0]))
-                        if not cur.nextset():
-                            break
+                    _ids(cur.fetchone(), value)
+                    while cur.nextset():
+                        _ids(cur.fetchone(), value)
             else:
-                raw = native_form(step.query, step.params)
-                if raw is None:
-                    cur = conn.execute(step.query, step.params)
-                else:
-                    cur = psycopg.RawCursor(conn).execute(*raw)
-                value = _result(step.get, cur.rowcount, cur.fetchall, cur.fetchone)
+                query, params, raw = _statement(step)
+                cur = (psycopg.RawCursor(conn) if raw else conn.cursor()).execute(query, params)
+                rows = cur.fetchall() if step.get in ("all", "one") else None
+                value = _value(step.get, cur.rowcount, rows)
         except Exception as exc:  # the body decides: thrown in at its yield
             error = exc
         step, result = _next(steps, value, error)
@@ -105,7 +135,7 @@ def run_sync(conn: psycopg.Connection[Any], steps: Steps[T]) -> T:
 
 
 async def run_async(conn: psycopg.AsyncConnection[Any], steps: Steps[T]) -> T:
-    """Run the body on an async connection."""
+    """Run the body on an async connection (as :func:`run_sync`, awaiting)."""
     step, result = _next(steps, None, None)
     while step is not None:
         value: Any = None
@@ -120,38 +150,19 @@ async def run_async(conn: psycopg.AsyncConnection[Any], steps: Steps[T]) -> T:
                 async with conn.transaction(), conn.cursor() as cur:
                     await cur.executemany(step.query, step.params, returning=True)
                     value = []
-                    while True:
-                        row = await cur.fetchone()
-                        if row is not None:
-                            value.append(int(row[0]))
-                        if not cur.nextset():
-                            break
+                    _ids(await cur.fetchone(), value)
+                    while cur.nextset():
+                        _ids(await cur.fetchone(), value)
             else:
-                raw = native_form(step.query, step.params)
-                if raw is None:
-                    acur = await conn.execute(step.query, step.params)
-                else:
-                    acur = await psycopg.AsyncRawCursor(conn).execute(*raw)
-                if step.get == "all":
-                    value = await acur.fetchall()
-                elif step.get == "one":
-                    value = await acur.fetchone()
-                else:
-                    value = acur.rowcount if step.get == "count" else None
-        except Exception as exc:
+                query, params, raw = _statement(step)
+                acur = psycopg.AsyncRawCursor(conn) if raw else conn.cursor()
+                await acur.execute(query, params)
+                rows = await acur.fetchall() if step.get in ("all", "one") else None
+                value = _value(step.get, acur.rowcount, rows)
+        except Exception as exc:  # the body decides: thrown in at its yield
             error = exc
         step, result = _next(steps, value, error)
     return result
-
-
-def _result(
-    get: Get, rowcount: int, fetchall: Callable[[], Any], fetchone: Callable[[], Any]
-) -> Any:
-    if get == "all":
-        return fetchall()
-    if get == "one":
-        return fetchone()
-    return rowcount if get == "count" else None
 
 
 def dual(
