@@ -51,12 +51,9 @@ class ScopeClaims:
         await conn.execute(_NO_IDLE_LIMIT)
         return conn
 
-    async def claim(self, scope: Scope) -> bool:
-        """True if this run now owns the scope; False if a live run does."""
-        return (await self.claim_each([scope]))[0]
-
     async def claim_each(self, scopes: Sequence[Scope]) -> list[bool]:
-        """:meth:`claim` for each of ``scopes``, in two short round trips."""
+        """For each of ``scopes``, True if this run now owns it, False if a live run does; in
+        two short round trips."""
         if not scopes:
             return []
         params = claim_repo.columns(scopes)
@@ -90,9 +87,6 @@ class ScopeClaims:
             return
         async with self._lock:
             self._idle.append(conn)
-
-    async def release(self, scope: Scope) -> None:
-        await self.release_each([scope])
 
     async def release_each(self, scopes: Sequence[Scope]) -> None:
         """Let go of ``scopes``; a transaction's locks end once all it holds are released."""

@@ -9,10 +9,10 @@ from agent_memory.consolidation.load import ScopeBatch
 from agent_memory.consolidation.results import ScopeResult
 from agent_memory.db import failures as failure_repo
 from agent_memory.db import jobs as job_repo
-from agent_memory.extraction.base import Usage
 from agent_memory.models import Scope
 from agent_memory.redact import redact
 from agent_memory.settings import JobSettings
+from agent_memory.usage import Usage
 
 
 async def record_failure(

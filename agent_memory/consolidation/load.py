@@ -13,9 +13,10 @@ from agent_memory.db import episodes as episode_repo
 from agent_memory.db import facts as fact_repo
 from agent_memory.db import jobs as job_repo
 from agent_memory.decay import today
-from agent_memory.extraction.base import Extractor, Usage, checksum
+from agent_memory.extraction.base import Extractor, checksum
 from agent_memory.extraction.prompt import format_episodes
 from agent_memory.models import DecayFrom, Episode, KnownFact, Level, Scope, Share, Window
+from agent_memory.usage import Usage
 
 KNOWN_FACTS = 50  # how many current facts the extractor sees (the most important)
 

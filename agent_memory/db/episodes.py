@@ -259,9 +259,6 @@ def history_steps(scope: Scope, limit: int, before: datetime) -> Steps[list[Hist
     return _history(rows)
 
 
-history, history_sync = dual(history_steps)
-
-
 async def between(
     conn: psycopg.AsyncConnection[Any],
     scope: Scope,

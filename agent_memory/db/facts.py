@@ -180,9 +180,6 @@ def dates_steps(ids: Sequence[int]) -> Steps[dict[int, tuple[FactKind, datetime]
     return {int(r[0]): (r[1], r[2]) for r in rows}
 
 
-dates, dates_sync = dual(dates_steps)
-
-
 @dataclass
 class UpsertResult:
     created: int = 0

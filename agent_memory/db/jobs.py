@@ -11,8 +11,8 @@ from psycopg.rows import dict_row
 from agent_memory.db.claims import HELD
 from agent_memory.db.fragments import SCOPE_MATCH
 from agent_memory.errors import InvalidScopeError
-from agent_memory.extraction.base import Usage
 from agent_memory.models import ConsolidationJob, JobStatus, Scope
+from agent_memory.usage import Usage
 
 _COLUMNS = """id, user_id, agent_id, workflow_id, status, episodes_processed, facts_created,
     content_checksum, extractor, flow_run_id, started_at, finished_at, error, model,

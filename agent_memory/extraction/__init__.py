@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from agent_memory.extraction.base import Extraction, Extractor, Usage
+from agent_memory.extraction.base import Extraction, Extractor
 from agent_memory.extraction.offline import OfflineExtractor
 from agent_memory.settings import LLMSettings
+from agent_memory.usage import Usage
 
 
 def build_extractor(settings: LLMSettings) -> Extractor:

@@ -1,4 +1,5 @@
-"""What every extractor returns, and the checksum of its input."""
+"""What every extractor returns, and the checksum of its input. (`Usage`, what an
+extraction cost, lives in `agent_memory.usage`, where the job records read it too.)"""
 
 from __future__ import annotations
 
@@ -9,28 +10,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from agent_memory.models import Episode, Fact, KnownFact, Level, Operation
-
-
-@dataclass
-class Usage:
-    """What one extraction cost."""
-
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float | None = None
-    latency_s: float = 0.0
-    calls: int = 0
-
-    def add(self, other: Usage | None) -> None:
-        """Count ``other`` in (retries and failed attempts are paid for too)."""
-        if other is None:
-            return
-        self.prompt_tokens += other.prompt_tokens
-        self.completion_tokens += other.completion_tokens
-        self.latency_s += other.latency_s
-        self.calls += other.calls
-        if other.cost_usd is not None:
-            self.cost_usd = (self.cost_usd or 0.0) + other.cost_usd
+from agent_memory.usage import Usage
 
 
 @dataclass

@@ -20,13 +20,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from agent_memory.errors import ExtractionError, ExtractorSetupError, TransientExtractionError
-from agent_memory.extraction.base import Extraction, Usage
+from agent_memory.extraction.base import Extraction
 from agent_memory.extraction.faults import classify
 from agent_memory.extraction.parse import parse_operations
 from agent_memory.extraction.prompt import PROMPT_VERSION, build_messages, operations_format
 from agent_memory.models import Episode, KnownFact, Level
 from agent_memory.private import LITELLM_OFFLINE, keep_private
 from agent_memory.settings import LLMSettings
+from agent_memory.usage import Usage
 
 _quiet = False
 

@@ -13,11 +13,12 @@ import time
 from collections.abc import Sequence
 from datetime import UTC, date
 
-from agent_memory.extraction.base import Extraction, Usage
+from agent_memory.extraction.base import Extraction
 from agent_memory.extraction.rules import GREETING, facts_from_text, third_person
 from agent_memory.extraction.summary import SENTENCE, episode_summary
 from agent_memory.messages import role_and_text
 from agent_memory.models import Episode, KnownFact, Level, Operation
+from agent_memory.usage import Usage
 
 _STOPPED = re.compile(
     r"^(?:I|we) (?:no longer|don'?t|do not|stopped|quit|gave up)\s+(?:use|using|run|running|"
