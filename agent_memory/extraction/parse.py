@@ -8,24 +8,21 @@ offending value, so the job fails clearly and its episodes stay for a later run.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Sequence
 from typing import Any, Literal, cast
 
 from agent_memory.errors import ExtractionError
+from agent_memory.extraction.answer import CONTENT_KEYS, as_list, load_json
 from agent_memory.models import FACT_KINDS, LEVELS, FactKind, KnownFact, Level, Operation
 
 MAX_FACT_CHARS = 1000
 MAX_FACTS = 200
 DEFAULT_IMPORTANCE = 0.5
 
-_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.S)
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-_CONTENT_KEYS = ("content", "fact", "text", "memory", "statement")
 _IMPORTANCE_KEYS = ("importance", "score", "weight", "priority")
-_LIST_KEYS = ("operations", "facts", "memories", "items", "results", "data")
 _WORDS = {
     "critical": 0.95,
     "very high": 0.9,
@@ -36,60 +33,6 @@ _WORDS = {
     "very low": 0.1,
     "none": 0.0,
 }
-
-
-def _excerpt(text: str, limit: int = 120) -> str:
-    text = text.strip().replace("\n", " ")
-    return repr(text if len(text) <= limit else text[:limit] + "...")
-
-
-def _load_json(text: str, repairs: list[str]) -> Any:
-    stripped = text.strip()
-    if not stripped:
-        raise ExtractionError("the model answered with empty text; expected a JSON array")
-    try:
-        return json.loads(stripped)
-    except json.JSONDecodeError:
-        pass
-    fenced = _FENCE.search(stripped)
-    if fenced:
-        try:
-            value = json.loads(fenced.group(1))
-            repairs.append("removed code fences")
-            return value
-        except json.JSONDecodeError:
-            pass
-    # prose around the JSON: take the widest bracketed span that parses
-    for open_, close in (("[", "]"), ("{", "}")):
-        start, end = stripped.find(open_), stripped.rfind(close)
-        if 0 <= start < end:
-            try:
-                value = json.loads(stripped[start : end + 1])
-                repairs.append("removed prose around the JSON")
-                return value
-            except json.JSONDecodeError:
-                continue
-    raise ExtractionError(f"the model's answer is not valid JSON: {_excerpt(stripped)}")
-
-
-def _as_list(value: Any, repairs: list[str]) -> list[Any]:
-    if isinstance(value, list):
-        return value
-    if isinstance(value, dict):
-        for key in _LIST_KEYS:
-            if isinstance(value.get(key), list):
-                repairs.append(f"took the array under key {key!r}")
-                return list(value[key])
-        if any(k in value for k in _CONTENT_KEYS):
-            repairs.append("wrapped a single fact object in an array")
-            return [value]
-        raise ExtractionError(
-            f"the model answered with an object with keys {sorted(value)[:8]}, expected an array "
-            "of facts"
-        )
-    raise ExtractionError(
-        f"the model answered with a JSON {type(value).__name__} ({value!r:.80}), expected an array"
-    )
 
 
 def _importance(raw: Any, index: int, repairs: list[str]) -> float:
@@ -303,85 +246,112 @@ def parse_operations(
     """
     repairs: list[str] = []
     by_number = {k.number: k for k in known}
-    items = _as_list(_load_json(text, repairs), repairs)
-    ops: list[Operation] = []
-    for index, item in enumerate(items):
-        if isinstance(item, str):
-            content, importance = _content(item, index, repairs), DEFAULT_IMPORTANCE
-            repairs.append(f"fact {index}: a bare string, used importance {DEFAULT_IMPORTANCE}")
-            if content is not None:
-                ops.append(Operation(op="add", content=content, importance=importance))
-            continue
-        if not isinstance(item, dict):
-            raise ExtractionError(f"fact {index} is a {type(item).__name__}: {item!r:.80}")
-        # a key given as null is a key not given (a strict JSON schema asks for every key)
-        item = {k: v for k, v in item.items() if v is not None}
-        default = "summary" if "summary" in item and "episode" in item else "add"
-        raw_op = next(
-            (item[k] for k in ("op", "operation", "event", "action") if k in item), default
-        )
-        op = _OPS.get(str(raw_op).strip().lower())
-        if op is None:  # one operation not understood costs that operation, not the answer
-            repairs.append(
-                f"fact {index}: dropped, its operation {raw_op!r} is not add/update/delete/summary"
-            )
-            continue
-        if op == "none":
-            continue
-        if op == "summary":
-            summary = _summary(item, index, episodes, repairs)
-            if summary is not None:
-                ops.append(summary)
-            continue
-        replaces = _replaces(item, index, repairs) if op != "add" else None
-        target = None
-        if op != "add" and replaces is None:
-            target = _target(item, index, by_number, repairs)
-            if target is None:
-                continue
-        if op == "delete":
-            ops.append(
-                Operation(
-                    op="delete",
-                    target=target.fact_id if target else None,
-                    replaces=replaces,
-                    sources=_sources(item, index, episodes, repairs),
-                )
-            )
-            continue
-        key = next((k for k in _CONTENT_KEYS if k in item), None)
-        if key is None:
-            raise ExtractionError(
-                f"fact {index} has keys {sorted(item)[:8]} but no 'content': {item!r:.120}"
-            )
-        if key != "content":
-            repairs.append(f"fact {index}: read content from key {key!r}")
-        content = _content(item[key], index, repairs)
-        if content is None:
-            continue
-        imp_key = next((k for k in _IMPORTANCE_KEYS if k in item), None)
-        if imp_key is None and target is not None:
-            importance = target.importance  # an update keeps the importance it had
-        else:
-            importance = _importance(item.get(imp_key) if imp_key else None, index, repairs)
-        if importance <= 0.0:
-            repairs.append(f"fact {index}: dropped, its importance is 0")
-            continue
-        ops.append(
-            Operation(
-                op=cast(Literal["add", "update"], op),
-                content=content,
-                importance=importance,
-                target=target.fact_id if target else None,
-                replaces=replaces,
-                sources=_sources(item, index, episodes, repairs),
-                kind=_kind(item, index, target.kind if target else "general", repairs),
-                level=_level(item, index, repairs),
-            )
-        )
+    items = as_list(load_json(text, repairs), repairs)
+    ops = [
+        op
+        for index, item in enumerate(items)
+        if (op := _operation(item, index, by_number, episodes, repairs)) is not None
+    ]
     writes = [o for o in ops if o.op in ("add", "update")]
     if len(writes) > max_facts:
         repairs.append(f"kept the {max_facts} most important of {len(writes)} facts")
         keep = set(map(id, sorted(writes, key=lambda o: o.importance, reverse=True)[:max_facts]))
         ops = [o for o in ops if o.op in ("delete", "summary") or id(o) in keep]
     return ops, repairs
+
+
+def _operation(
+    item: Any,
+    index: int,
+    by_number: dict[int, KnownFact],
+    episodes: int | None,
+    repairs: list[str],
+) -> Operation | None:
+    """The operation item ``index`` of the answer says; None when it says none, or one that
+    is dropped (and the repair says why)."""
+    if isinstance(item, str):
+        repairs.append(f"fact {index}: a bare string, used importance {DEFAULT_IMPORTANCE}")
+        content = _content(item, index, repairs)
+        if content is None:
+            return None
+        return Operation(op="add", content=content, importance=DEFAULT_IMPORTANCE)
+    if not isinstance(item, dict):
+        raise ExtractionError(f"fact {index} is a {type(item).__name__}: {item!r:.80}")
+    # a key given as null is a key not given (a strict JSON schema asks for every key)
+    item = {k: v for k, v in item.items() if v is not None}
+    op = _op(item, index, repairs)
+    if op is None or op == "none":
+        return None
+    if op == "summary":
+        return _summary(item, index, episodes, repairs)
+    replaces = _replaces(item, index, repairs) if op != "add" else None
+    target = None
+    if op != "add" and replaces is None:
+        target = _target(item, index, by_number, repairs)
+        if target is None:
+            return None
+    if op == "delete":
+        return Operation(
+            op="delete",
+            target=target.fact_id if target else None,
+            replaces=replaces,
+            sources=_sources(item, index, episodes, repairs),
+        )
+    return _write(
+        item, index, cast(Literal["add", "update"], op), target, replaces, episodes, repairs
+    )
+
+
+def _op(item: dict[str, Any], index: int, repairs: list[str]) -> str | None:
+    """The item's operation by any of the names models give it; None (with the repair) for
+    one not understood: it costs that operation, not the answer."""
+    default = "summary" if "summary" in item and "episode" in item else "add"
+    raw_op = next((item[k] for k in ("op", "operation", "event", "action") if k in item), default)
+    op = _OPS.get(str(raw_op).strip().lower())
+    if op is None:
+        repairs.append(
+            f"fact {index}: dropped, its operation {raw_op!r} is not add/update/delete/summary"
+        )
+    return op
+
+
+def _write(
+    item: dict[str, Any],
+    index: int,
+    op: Literal["add", "update"],
+    target: KnownFact | None,
+    replaces: Any,
+    episodes: int | None,
+    repairs: list[str],
+) -> Operation | None:
+    """An add or an update: its content (from whichever key holds it) and importance (an
+    update keeps the one it had when none is given); None when it has no content or none of
+    importance."""
+    key = next((k for k in CONTENT_KEYS if k in item), None)
+    if key is None:
+        raise ExtractionError(
+            f"fact {index} has keys {sorted(item)[:8]} but no 'content': {item!r:.120}"
+        )
+    if key != "content":
+        repairs.append(f"fact {index}: read content from key {key!r}")
+    content = _content(item[key], index, repairs)
+    if content is None:
+        return None
+    imp_key = next((k for k in _IMPORTANCE_KEYS if k in item), None)
+    if imp_key is None and target is not None:
+        importance = target.importance
+    else:
+        importance = _importance(item.get(imp_key) if imp_key else None, index, repairs)
+    if importance <= 0.0:
+        repairs.append(f"fact {index}: dropped, its importance is 0")
+        return None
+    return Operation(
+        op=op,
+        content=content,
+        importance=importance,
+        target=target.fact_id if target else None,
+        replaces=replaces,
+        sources=_sources(item, index, episodes, repairs),
+        kind=_kind(item, index, target.kind if target else "general", repairs),
+        level=_level(item, index, repairs),
+    )
