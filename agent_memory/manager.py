@@ -46,7 +46,7 @@ from agent_memory.models import Episode, MemoryItem, Scope
 from agent_memory.query_embedding import QueryEmbedder
 from agent_memory.replica import Replica
 from agent_memory.search import as_moment
-from agent_memory.settings import DatabaseSettings, Settings, use_settings
+from agent_memory.settings import DatabaseSettings, Settings, settings_in_force
 
 if TYPE_CHECKING:  # imported when the methods are called
     from langgraph.checkpoint.postgres import PostgresSaver
@@ -359,10 +359,13 @@ class MemoryManager(Injector, Management, Indexing):
         from agent_memory_flows.consolidation import ConsolidationParams, consolidation_flow
         from agent_memory_flows.outcome import run_for_summary
 
-        use_settings(self.settings)
         filters: dict[str, Any] = {"scope": scope.as_dict()} if scope else {}
-        # a run where some scope failed ends Failed in Prefect; here it is still a summary
-        return await run_for_summary(consolidation_flow, ConsolidationParams(**filters, **params))
+        # the run reads this manager's settings; other managers' runs and the process keep theirs
+        with settings_in_force(self.settings):
+            # a run where some scope failed ends Failed in Prefect; here it is still a summary
+            return await run_for_summary(
+                consolidation_flow, ConsolidationParams(**filters, **params)
+            )
 
     async def decay(
         self, scope: Scope | None = None, *, as_of: date | None = None, **params: Any
@@ -370,7 +373,7 @@ class MemoryManager(Injector, Management, Indexing):
         """Run the Prefect decay flow now (all scopes, or just ``scope``)."""
         from agent_memory_flows.decay import DecayParams, decay_flow
 
-        use_settings(self.settings)
         filters: dict[str, Any] = {"scope": scope.as_dict()} if scope else {}
-        result: dict[str, Any] = await decay_flow(DecayParams(**filters, as_of=as_of, **params))
+        with settings_in_force(self.settings):
+            result: dict[str, Any] = await decay_flow(DecayParams(**filters, as_of=as_of, **params))
         return result
