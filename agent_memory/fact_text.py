@@ -30,7 +30,10 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pydantic import ValidationError
+
 from agent_memory.errors import AgentMemoryError, InvalidFactError
+from agent_memory.models import Fact
 
 # the value fields a memory's text is taken from, in this order (LangMem writes "content")
 TEXT_FIELDS = ("content", "text", "memory", "fact")
@@ -115,3 +118,17 @@ def check_text(
             f" {MAX_FACT_CHARS} for one fact"
         )
     return text
+
+
+def fact_of(content: str, importance: float, kind: str) -> Fact:
+    """A fact said directly (by hand, a tool, MCP), checked: :class:`InvalidFactError` names
+    what cannot be stored."""
+    text = check_text(content)  # before pydantic, whose message would hold all of it
+    try:
+        return Fact(content=text, importance=importance, kind=kind)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        problem = exc.errors()[0]
+        field = problem["loc"][0] if problem["loc"] else "fact"
+        raise InvalidFactError(
+            f"fact {field} {shown(problem.get('input'))} cannot be stored: {problem['msg']}"
+        ) from None

@@ -17,8 +17,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
 
-from psycopg_pool import AsyncConnectionPool, ConnectionPool
-
+from agent_memory.backend import Backend
 from agent_memory.db import snippet_queue
 from agent_memory.models import Scope
 
@@ -29,13 +28,10 @@ _JOIN_S = 30.0
 
 
 class Indexing:
-    """Indexing over the manager's pools (the manager provides what is declared here)."""
+    """Indexing over ``backend``'s pools."""
 
-    async def _apool(self) -> AsyncConnectionPool:
-        raise NotImplementedError
-
-    def _spool(self) -> ConnectionPool:
-        raise NotImplementedError
+    def __init__(self, backend: Backend) -> None:
+        self._backend = backend
 
     async def index_pending(self, scope: Scope | None = None) -> int:
         """Index the sentences of the recorded conversations still waiting for it (of
@@ -47,13 +43,13 @@ class Indexing:
             await manager.record(scope, messages)
             await manager.index_pending(scope)  # its sentences stored; the flows embed them
         """
-        pool = await self._apool()
+        pool = await self._backend.apool()
         async with pool.connection() as conn:
             return await snippet_queue.drain(conn, None if scope is None else [scope])
 
     def index_pending_sync(self, scope: Scope | None = None) -> int:
         """:meth:`index_pending` for code without an event loop."""
-        with self._spool().connection() as conn:
+        with self._backend.spool().connection() as conn:
             return snippet_queue.drain_sync(conn, None if scope is None else [scope])
 
 

@@ -1,6 +1,6 @@
 """What inject gives back, and how: the plan of one inject (its ranking, question and day), the
-ranked facts, the relevant past messages, and the frame that puts them in context; and the
-search of past conversations. :class:`~agent_memory.manager.MemoryManager` is built on it.
+ranked facts, the relevant past messages (searched by :mod:`agent_memory.conversation_search`),
+and the frame that puts them in context. A part of :class:`~agent_memory.manager.MemoryManager`.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from agent_memory import decay as decay_math
+from agent_memory.backend import Backend
+from agent_memory.conversation_search import MAX_QUERY_CHARS, ConversationSearch, SnippetQuery
 from agent_memory.db import episodes as episode_repo
 from agent_memory.db import facts as fact_repo
 from agent_memory.db import fusion
@@ -23,17 +25,15 @@ from agent_memory.db import level_reads as level_repo
 from agent_memory.db import recall as recall_repo
 from agent_memory.db import snippets as snippet_repo
 from agent_memory.db.dual import Steps, run_async, run_sync
-from agent_memory.errors import InvalidMessageError
 from agent_memory.messages import clean_text
 from agent_memory.models import (
     FactKind,
     HistoryEntry,
     Scope,
-    ScoredFact,
     Snippet,
     WorkingMemoryFrame,
 )
-from agent_memory.search import MAX_QUERY_CHARS, Searcher, SnippetQuery
+from agent_memory.reads import Reads
 from agent_memory.snippet_choice import chosen_snippets, snippet_rows
 
 log = logging.getLogger(__name__)
@@ -90,8 +90,16 @@ _Found = tuple[
 ]
 
 
-class Injector(Searcher):
-    """Inject over the manager's pools and settings."""
+class Injector:
+    """Inject over ``backend``'s pools and settings: ``reads`` says where it reads,
+    ``conversations`` searches the past messages beside the facts."""
+
+    def __init__(self, backend: Backend, reads: Reads, conversations: ConversationSearch) -> None:
+        self.settings = backend.settings
+        self._queries = backend.queries
+        self._ann = backend.ann
+        self._reads = reads
+        self._conversations = conversations
 
     def _plan(self, scope: Scope, query: str | None, on: date | None) -> _Recall:
         """What one inject reads: the day, the ranking and its parameters."""
@@ -194,68 +202,6 @@ class Injector(Searcher):
         frame.context = frame.render()
         return frame
 
-    async def search(self, scope: Scope, query: str, *, limit: int = 10) -> list[ScoredFact]:
-        """``scope``'s current facts that match ``query`` (and those of the levels of memory it
-        reads, AGENT_MEMORY_SHARE), best first, ranked as inject ranks
-        them (by full text and by meaning, see :mod:`agent_memory.db.recall`) but over every
-        current fact, however faded; facts that do not match are left out. Reading them does
-        not reinforce them.
-
-        Example::
-
-            for fact in await manager.search(scope, "coffee"):
-                print(f"{fact.score:.2f} {fact.content}")
-        """
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
-            raise InvalidMessageError(f"limit {limit!r} is not between 1 and 1000")
-        if not isinstance(query, str):
-            raise InvalidMessageError(f"query {query!r:.80} is not a string")
-        text = clean_text(query[:MAX_QUERY_CHARS])
-        if not text.strip():
-            return []
-        m = self.settings.memory
-        vector = None
-        if m.inject_ranking in ("hybrid", "vector") and self.settings.embedding.active_model:
-            vector = await self._queries.embed(text)
-        day = decay_math.today()
-        params = fusion.search_params(m, scope, text, limit, by_meaning=vector is not None, on=day)
-        if vector is not None:
-            params["model"] = self._queries.model
-        levels = scope.levels(m.share)
-
-        async def read(
-            _pool: AsyncConnectionPool, conn: psycopg.AsyncConnection[Any], _primary: bool
-        ) -> list[ScoredFact]:
-            try:
-                rows = await self._ranked(conn, params, levels, vector)
-            except psycopg.Error as exc:  # e.g. pgvector dropped: full text alone
-                if vector is None:
-                    raise
-                log.warning("searching by meaning failed (%s); by full text alone", exc)
-                by_text = fusion.search_params(m, scope, text, limit, by_meaning=False, on=day)
-                rows = await self._ranked(conn, by_text, levels)
-            found = []
-            for fact_id, _, _, score in rows:
-                fact = await fact_repo.get(conn, fact_id, day) if score > 0 else None
-                if fact is not None:
-                    found.append(ScoredFact(**fact.model_dump(), score=score))
-            return found
-
-        return (await self._on_reads(read))[0]
-
-    @staticmethod
-    async def _ranked(
-        conn: psycopg.AsyncConnection[Any],
-        params: dict[str, Any],
-        levels: tuple[Scope, ...],
-        vector: list[float] | None = None,
-    ) -> recall_repo.Ranked:
-        """A search's ranking: of the scope, or of all the levels it reads."""
-        if len(levels) == 1:
-            return await recall_repo.ranked(conn, params, vector)
-        rows, _ = await level_repo.ranked_levels(conn, params, levels, vector)
-        return rows
-
     async def inject(
         self, scope: Scope, *, query: str | None = None, on: date | None = None
     ) -> WorkingMemoryFrame:
@@ -278,7 +224,7 @@ class Injector(Searcher):
             pool: AsyncConnectionPool, conn: psycopg.AsyncConnection[Any], primary: bool
         ) -> tuple[_Recall, _Found]:
             used = plan.copy()  # a fallback to full text changes it, and a read may run twice
-            beside = await self._search_beside(pool, search)
+            beside = await self._conversations.beside(pool, search)
             try:
                 rows, history, dates, origins = await run_async(
                     conn, self._recall_steps(scope, used, on, reinforce=primary)
@@ -292,13 +238,14 @@ class Injector(Searcher):
             snippets = (
                 await beside
                 if beside is not None
-                else await run_async(conn, self._search_steps(search))
+                else await run_async(conn, self._conversations.steps(search))
             )
             return used, (rows, history, snippets, dates, origins)
 
-        (used, found), primary = await self._on_reads(read)
-        if not primary and self._reinforces(on):  # read on the replica: written on the primary
-            await self._reinforce(scope, [r[0] for r in found[0]], used.at)
+        (used, found), primary = await self._reads.run(read)
+        # read on the replica: written on the primary
+        if not primary and self._reads.reinforces(on):
+            await self._reads.reinforce(scope, [r[0] for r in found[0]], used.at)
         return self._frame(scope, used, *found)
 
     def _recall_steps(
@@ -318,14 +265,14 @@ class Injector(Searcher):
             rows = [(i, c, imp, imp) for i, c, imp in top]
         elif plan.vector is not None:
             try:
-                ann = yield from self._ann_steps("facts", scope)
+                ann = yield from self._ann.steps("facts", scope)
                 rows = yield from recall_repo.ranked_steps(plan.params, plan.vector, ann)
             except psycopg.Error as exc:  # e.g. pgvector dropped: text relevance instead
                 log.warning("ranking by embeddings failed (%s); by full text instead", exc)
                 rows = yield from recall_repo.ranked_steps(plan.by_text())
         else:
             rows = yield from recall_repo.ranked_steps(plan.params)
-        if reinforce and self._reinforces(on):
+        if reinforce and self._reads.reinforces(on):
             try:
                 # a write: only the scope's own facts (the statement's scope match)
                 ids = [r[0] for r in rows]
@@ -353,7 +300,7 @@ class Injector(Searcher):
             try:
                 anns = []
                 for level in plan.levels:
-                    anns.append((yield from self._ann_steps("facts", level)))
+                    anns.append((yield from self._ann.steps("facts", level)))
                 return (
                     yield from level_repo.ranked_levels_steps(
                         plan.params, plan.levels, plan.vector, anns
@@ -377,18 +324,18 @@ class Injector(Searcher):
             pool: ConnectionPool, conn: psycopg.Connection[Any], primary: bool
         ) -> tuple[_Recall, _Found]:
             used = plan.copy()
-            beside = self._search_beside_sync(pool, search)
+            beside = self._conversations.beside_sync(pool, search)
             rows, history, dates, origins = run_sync(
                 conn, self._recall_steps(scope, used, on, reinforce=primary)
             )
             snippets = (
                 beside.result()
                 if beside is not None
-                else run_sync(conn, self._search_steps(search))
+                else run_sync(conn, self._conversations.steps(search))
             )
             return used, (rows, history, snippets, dates, origins)
 
-        (used, found), primary = self._on_reads_sync(read)
-        if not primary and self._reinforces(on):
-            self._reinforce_sync(scope, [r[0] for r in found[0]], used.at)
+        (used, found), primary = self._reads.run_sync(read)
+        if not primary and self._reads.reinforces(on):
+            self._reads.reinforce_sync(scope, [r[0] for r in found[0]], used.at)
         return self._frame(scope, used, *found)

@@ -1,51 +1,43 @@
 """Managing what memory holds about a person: facts added, corrected and forgotten by hand
-(history kept), export (one JSON document) and erasure (one transaction, with a record of it
-that keeps no content).
-:class:`~agent_memory.manager.MemoryManager` is built on it."""
+(history kept), export (one JSON document), erasure (one transaction, with a record of it
+that keeps no content) and tenant roles. A part of
+:class:`~agent_memory.manager.MemoryManager`."""
 
 from __future__ import annotations
 
 import asyncio
-from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import psycopg
-from langchain_core.tools import BaseTool
-from psycopg_pool import AsyncConnectionPool
-from pydantic import ValidationError
+import psycopg_pool
 
 from agent_memory import erasure as erasing
 from agent_memory import export as exporting
-from agent_memory.checkpoints import CHECKPOINT_SCHEMA
+from agent_memory.backend import Backend
+from agent_memory.checkpoints import CHECKPOINT_SCHEMA, async_checkpointer
 from agent_memory.db import facts as fact_repo
 from agent_memory.db import tenants as tenant_repo
-from agent_memory.db.connection import Database, secure
+from agent_memory.db.connection import secure
 from agent_memory.db.vacuum import DEFAULT_REWRITE_MAX_BYTES
 from agent_memory.decay import today
 from agent_memory.erasure import ErasureSummary, Selection
-from agent_memory.errors import InvalidFactError, UnknownFactError, UnknownScopeError
-from agent_memory.fact_text import check_text, shown
-from agent_memory.models import Fact, FactKind, MemoryItem, Scope
-from agent_memory.settings import Settings
-
-if TYPE_CHECKING:
-    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-    from langgraph.store.base import TTLConfig
-
-    from agent_memory.store import AgentMemoryStore
+from agent_memory.errors import UnknownFactError, UnknownScopeError
+from agent_memory.fact_text import fact_of
+from agent_memory.models import FactKind, MemoryItem, Scope
 
 
 class Management:
-    """Export and erasure over the manager's pool (the manager provides what is declared
-    here)."""
+    """Export, erasure, tenant roles and facts by hand, over ``backend``'s primary pool."""
 
-    settings: Settings
-    database: Database
+    def __init__(self, backend: Backend) -> None:
+        self.settings = backend.settings
+        self.database = backend.database
+        self._backend = backend
 
-    async def _apool(self) -> AsyncConnectionPool:
-        raise NotImplementedError
+    async def _apool(self) -> psycopg_pool.AsyncConnectionPool:
+        return await self._backend.apool()
 
     async def _forget_in_orchestrator(self, scopes: list[Scope]) -> dict[str, int]:
         """Delete what Prefect's database holds of erased ``scopes``; how much of each kind
@@ -54,11 +46,6 @@ class Management:
         from agent_memory_flows.erasure import forget_in_prefect
 
         return await forget_in_prefect(scopes, self.settings)
-
-    def checkpointer(
-        self, schema: str = CHECKPOINT_SCHEMA
-    ) -> AbstractAsyncContextManager[AsyncPostgresSaver]:
-        raise NotImplementedError
 
     async def erase(
         self,
@@ -125,31 +112,6 @@ class Management:
         forgotten = await self._forget_in_orchestrator([s.scope for s in summary.scopes])
         return replace(summary, orchestrator=forgotten)
 
-    def store(
-        self,
-        namespace: tuple[str, ...] | None = None,
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        workflow_id: str | None = None,
-        ttl: TTLConfig | None = None,
-    ) -> AgentMemoryStore:
-        """This memory as a LangGraph Store (``graph.compile(store=manager.store())``):
-        ``namespace`` the memory namespaces' template (default: the setting
-        ``store_namespace``, ``("memories", "{user_id}")``), ``ttl`` its items' TTLs (as
-        ``PostgresStore``'s), the other arguments the scope parts the template leaves out.
-        See :mod:`agent_memory.store`."""
-        from agent_memory.store import AgentMemoryStore
-
-        return AgentMemoryStore(
-            self,  # type: ignore[arg-type]
-            namespace=namespace,
-            user_id=user_id,
-            agent_id=agent_id,
-            workflow_id=workflow_id,
-            ttl=ttl,
-        )
-
     async def create_tenant(self, scope: Scope) -> str:
         """Tenant mode: the connection URL of a login role that row-level security confines to
         ``scope`` (made now; for a scope that has one, the same role with a new password), for
@@ -192,13 +154,6 @@ class Management:
         async with pool.connection() as conn:
             return [(role, scope) for role, scope, _ in await tenant_repo.listed(conn)]
 
-    def tools(self) -> list[BaseTool]:
-        """``remember``, ``recall`` and ``forget`` as LangChain tools for an agent; their scope
-        comes from the run's config (see :mod:`agent_memory.tools`)."""
-        from agent_memory.tools import memory_tools
-
-        return memory_tools(self)  # type: ignore[arg-type]
-
     def _readable(self, scope: Scope | None) -> tuple[Scope, ...] | None:
         """The scopes whose facts ``scope`` may change: those it reads (None: any)."""
         return None if scope is None else scope.levels(self.settings.memory.share)
@@ -220,7 +175,7 @@ class Management:
     ) -> MemoryItem:
         """Write a fact for ``scope`` now, as said directly (no source episode): a fact it
         already holds, reworded or not, is reinforced instead of copied. The stored fact."""
-        fact = _fact(content, importance, kind)
+        fact = fact_of(content, importance, kind)
         pool = await self._apool()
         async with pool.connection() as conn, conn.transaction():
             written = await fact_repo.upsert(conn, scope, [fact], datetime.now(UTC), None)
@@ -244,7 +199,7 @@ class Management:
         async with pool.connection() as conn, conn.transaction():
             old = await _current(conn, fact_id, self._readable(scope))
             at = filed_under(old)
-            fact = _fact(content, old.importance if importance is None else importance, old.kind)
+            fact = fact_of(content, old.importance if importance is None else importance, old.kind)
             now = datetime.now(UTC)
             new_id = next(iter((await fact_repo.upsert(conn, at, [fact], now, None)).ids.values()))
             if new_id != fact_id:
@@ -306,7 +261,7 @@ class Management:
                     scopes.append(document)
         thread_documents = []
         if threads:
-            async with self.checkpointer(checkpoint_schema) as saver:
+            async with async_checkpointer(self.database.dsn, checkpoint_schema) as saver:
                 thread_documents = await exporting.thread_documents(saver, threads)
         if not scopes and not thread_documents:
             raise UnknownScopeError(
@@ -318,18 +273,6 @@ class Management:
             "scopes": scopes,
             "checkpoint_threads": thread_documents,
         }
-
-
-def _fact(content: str, importance: float, kind: str) -> Fact:
-    text = check_text(content)  # before pydantic, whose message would hold all of it
-    try:
-        return Fact(content=text, importance=importance, kind=kind)  # type: ignore[arg-type]
-    except ValidationError as exc:
-        problem = exc.errors()[0]
-        field = problem["loc"][0] if problem["loc"] else "fact"
-        raise InvalidFactError(
-            f"fact {field} {shown(problem.get('input'))} cannot be stored: {problem['msg']}"
-        ) from None
 
 
 async def _current(

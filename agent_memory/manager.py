@@ -19,64 +19,78 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
-from datetime import date, datetime
+from datetime import date
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig, RunnableLambda
-from psycopg_pool import AsyncConnectionPool, ConnectionPool
+from langchain_core.tools import BaseTool
 
-from agent_memory import decay as decay_math
+from agent_memory.backend import Backend
 from agent_memory.consolidation import RunSummary
-from agent_memory.db import episodes as episode_repo
-from agent_memory.db import facts as fact_repo
-from agent_memory.db.ann_indexes import AnnIndex
+from agent_memory.conversation_search import ConversationSearch
 from agent_memory.db.connection import Database, resolve
-from agent_memory.db.pool import Pools, setup_schema
-from agent_memory.errors import InvalidMessageError
+from agent_memory.db.pool import setup_schema
+from agent_memory.fact_search import FactSearch
+from agent_memory.forwarding import forward
 from agent_memory.graph.state import latest_messages, latest_user_text, scope_from
 from agent_memory.indexing import Indexing, IndexLater
 from agent_memory.inject import Injector
 from agent_memory.management import Management
-from agent_memory.messages import check_occurred_at, serialize_messages
-from agent_memory.models import Episode, MemoryItem, Scope
-from agent_memory.query_embedding import QueryEmbedder
-from agent_memory.replica import Replica
-from agent_memory.search import as_moment
-from agent_memory.settings import DatabaseSettings, Settings, use_settings
+from agent_memory.models import Scope
+from agent_memory.reads import Reads
+from agent_memory.recording import Recorder
+from agent_memory.settings import DatabaseSettings, Settings, settings_in_force
+from agent_memory.store import AgentMemoryStore
+from agent_memory.store.host import opens
+from agent_memory.tools import memory_tools
 
 if TYPE_CHECKING:  # imported when the methods are called
     from langgraph.checkpoint.postgres import PostgresSaver
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
     from langgraph.graph import StateGraph
+    from langgraph.store.base import TTLConfig
 
 log = logging.getLogger(__name__)
 
 
-class MemoryManager(Injector, Management, Indexing):
-    """Persistent memory for LangGraph agents, on PostgreSQL."""
+class MemoryManager:
+    """Persistent memory for LangGraph agents, on PostgreSQL.
+
+    One object for its callers, made of parts over one :class:`~agent_memory.backend.Backend`
+    (settings, pools, the read replica's, the question embedder): recording
+    (:mod:`agent_memory.recording`), inject (:mod:`agent_memory.inject`), the searches of facts
+    and of past conversations (:mod:`agent_memory.fact_search`,
+    :mod:`agent_memory.conversation_search`), indexing (:mod:`agent_memory.indexing`) and
+    management (:mod:`agent_memory.management`); its methods are theirs, forwarded.
+    """
 
     def __init__(self, settings: Settings, database: Database) -> None:
         self.settings = settings
         self.database = database
-        self._pools = Pools(database)
-        # AGENT_MEMORY_READ_DATABASE_URL: where inject and search read (agent_memory.replica)
-        self._replica = Replica(settings.db) if settings.db.read_url is not None else None
-        self._searcher: ThreadPoolExecutor | None = None  # inject_sync's snippet searches
-        self._lock = threading.Lock()
-        self._queries = QueryEmbedder(settings.embedding, database)
-        # which scopes have an HNSW index of their own (see _ann), looked up again after a while
-        self._ann_known: dict[tuple[str, Scope, str], tuple[AnnIndex | None, float]] = {}
-        self._later = IndexLater.of(self, settings.memory.index_after_s)  # indexes records
+        self._backend = backend = Backend.open(settings, database)
+        # AGENT_MEMORY_READ_DATABASE_URL: where inject and search read (agent_memory.reads)
+        reads = Reads(backend)
+        self._conversations = ConversationSearch(backend, reads)
+        self._injector = Injector(backend, reads, self._conversations)
+        self._fact_search = FactSearch(backend, reads)
+        self._indexing = Indexing(backend)
+        self._later = IndexLater.of(self._indexing, settings.memory.index_after_s)
+        self._recorder = Recorder(backend, self._later)
+        self._management = Management(backend)
         self.inject_node: RunnableLambda[Any, dict[str, Any]] = RunnableLambda(
             self._inject_sync, afunc=self._inject_async, name="inject_memory"
         )
         self.record_node: RunnableLambda[Any, dict[str, Any]] = RunnableLambda(
             self._record_sync, afunc=self._record_async, name="record_memory"
         )
+
+    @property
+    def backend(self) -> Backend:
+        """What the parts share: the settings, the database, its pools (and the read
+        replica's), the question embedder. For code built on the manager (the Store, the
+        tools); an agent needs none of it."""
+        return self._backend
 
     # ---- construction ------------------------------------------------------------------
 
@@ -104,11 +118,12 @@ class MemoryManager(Injector, Management, Indexing):
         if migrate:
             await asyncio.to_thread(setup_schema, database, settings.memory)
         manager = cls(settings, database)
-        await manager._apool()
-        if manager._replica is not None:  # starts connecting, without waiting
-            await manager._replica.pools.apool()
+        backend = manager.backend
+        await backend.apool()
+        if backend.replica is not None:  # starts connecting, without waiting
+            await backend.replica.pools.apool()
         # the first question of the process must not pay for loading the embedding model
-        await asyncio.to_thread(manager._queries.warm)
+        await asyncio.to_thread(backend.queries.warm)
         return manager
 
     @classmethod
@@ -125,7 +140,7 @@ class MemoryManager(Injector, Management, Indexing):
         if migrate:
             setup_schema(database, settings.memory)
         manager = cls(settings, database)
-        manager._queries.warm()
+        manager.backend.queries.warm()
         return manager
 
     def graph(self, agent: Any, state_schema: Any = None) -> StateGraph[Any]:
@@ -158,25 +173,15 @@ class MemoryManager(Injector, Management, Indexing):
     async def close(self) -> None:
         """Close the connection pools. The manager cannot be used afterwards."""
         await self._later.stop()  # no drain in the background from now on
-        self._pools.closed = True
-        if self._searcher is not None:
-            await asyncio.to_thread(self._searcher.shutdown)
-        await self._pools.aclose()
-        if self._replica is not None:
-            await self._replica.pools.aclose()
+        self._backend.pools.closed = True  # no new connection while the searches' threads end
+        await asyncio.to_thread(self._conversations.close)
+        await self._backend.aclose()
 
     def close_sync(self) -> None:
         self._later.stop_sync()
-        self._pools.closed = True
-        if self._searcher is not None:
-            self._searcher.shutdown()
-        self._pools.close()
-        if self._replica is not None:
-            self._replica.pools.close()
-
-    @property
-    def _closed(self) -> bool:
-        return self._pools.closed
+        self._backend.pools.closed = True
+        self._conversations.close()
+        self._backend.close()
 
     async def __aenter__(self) -> MemoryManager:
         return self
@@ -184,125 +189,58 @@ class MemoryManager(Injector, Management, Indexing):
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    # ---- pools ---------------------------------------------------------------------------
+    # ---- the parts' methods (each documented where it is implemented) -------------------
 
-    async def _apool(self) -> AsyncConnectionPool:
-        """The primary's async pool of the running event loop (psycopg pools belong to one
-        loop): every write, and the reads that do not go to a replica."""
-        return await self._pools.apool()
+    record = forward("_recorder", Recorder.record)
+    record_many = forward("_recorder", Recorder.record_many)
+    record_sync = forward("_recorder", Recorder.record_sync)
+    episodes = forward("_recorder", Recorder.episodes)
+    facts = forward("_recorder", Recorder.facts)
+    inject = forward("_injector", Injector.inject)
+    inject_sync = forward("_injector", Injector.inject_sync)
+    search = forward("_fact_search", FactSearch.search)
+    search_conversations = forward("_conversations", ConversationSearch.search_conversations)
+    index_pending = forward("_indexing", Indexing.index_pending)
+    index_pending_sync = forward("_indexing", Indexing.index_pending_sync)
+    erase = forward("_management", Management.erase)
+    erase_user = forward("_management", Management.erase_user)
+    create_tenant = forward("_management", Management.create_tenant)
+    drop_tenant = forward("_management", Management.drop_tenant)
+    tenants = forward("_management", Management.tenants)
+    readable_facts = forward("_management", Management.readable_facts)
+    add_fact = forward("_management", Management.add_fact)
+    update_fact = forward("_management", Management.update_fact)
+    forget_fact = forward("_management", Management.forget_fact)
+    export = forward("_management", Management.export)
+    export_user = forward("_management", Management.export_user)
 
-    def _spool(self) -> ConnectionPool:
-        return self._pools.spool()
-
-    # ---- the library API (inject and search: agent_memory.inject) -----------------------
-
-    async def episodes(
+    def store(
         self,
-        scope: Scope,
+        namespace: tuple[str, ...] | None = None,
         *,
-        since: datetime | date | None = None,
-        until: datetime | date | None = None,
-        limit: int = 1000,
-    ) -> list[Episode]:
-        """The episodic tier: the scope's conversations that happened in [since, until),
-        oldest first, each with its summary once consolidated. A date means its start (UTC),
-        so ``since=tuesday, until=tuesday + timedelta(days=1)`` is "what happened on Tuesday"."""
-        start, end = as_moment(since, "since"), as_moment(until, "until")
-        if start is not None and end is not None and start >= end:
-            raise InvalidMessageError(
-                f"since {start.isoformat()} is not before until {end.isoformat()}"
-            )
-        pool = await self._apool()
-        async with pool.connection() as conn:
-            return await episode_repo.between(conn, scope, start, end, limit)
-
-    @staticmethod
-    def _check_time(occurred_at: datetime | None) -> None:
-        if occurred_at is not None:
-            check_occurred_at(occurred_at)
-
-    def _serialize(self, messages: Sequence[Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        stored, size, replaced = serialize_messages(
-            messages, max_bytes=self.settings.memory.max_episode_bytes
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        workflow_id: str | None = None,
+        ttl: TTLConfig | None = None,
+    ) -> AgentMemoryStore:
+        """This memory as a LangGraph Store (``graph.compile(store=manager.store())``):
+        ``namespace`` the memory namespaces' template (default: the setting
+        ``store_namespace``, ``("memories", "{user_id}")``), ``ttl`` its items' TTLs (as
+        ``PostgresStore``'s), the other arguments the scope parts the template leaves out.
+        See :mod:`agent_memory.store`."""
+        return AgentMemoryStore(
+            self,
+            namespace=namespace,
+            user_id=user_id,
+            agent_id=agent_id,
+            workflow_id=workflow_id,
+            ttl=ttl,
         )
-        metadata: dict[str, Any] = {"bytes": size}
-        if replaced:
-            metadata["replaced"] = replaced
-            log.warning(
-                "episode text had %s that PostgreSQL cannot store; replaced with U+FFFD",
-                " and ".join(replaced),
-            )
-        return stored, metadata
 
-    async def record(
-        self, scope: Scope, messages: Sequence[Any], *, occurred_at: datetime | None = None
-    ) -> int | None:
-        """Store a conversation as one episode; returns its id (None when there are no messages).
-
-        Everything is validated before the single INSERT, so a bad message raises a clear error
-        and stores nothing. Its sentences are indexed a moment later (:meth:`index_pending`).
-        """
-        if not messages:
-            return None
-        self._check_time(occurred_at)
-        stored, metadata = self._serialize(messages)
-        pool = await self._apool()
-        async with pool.connection() as conn:
-            episode_id = await episode_repo.insert(conn, scope, stored, metadata, occurred_at)
-        self._later.soon()
-        return episode_id
-
-    async def record_many(
-        self, conversations: Sequence[tuple[Scope, Sequence[Any], datetime | None]]
-    ) -> list[int]:
-        """Store several conversations (scope, messages, when or None for now) as episodes in
-        one transaction and one round trip: for a server that flushes many agents' sessions at
-        once. All are validated first, so one bad conversation stores none; empty ones are
-        refused (there is no episode to return an id for)."""
-        rows = []
-        for i, (scope, messages, occurred_at) in enumerate(conversations):
-            if not messages:
-                raise InvalidMessageError(f"conversations[{i}] has no messages")
-            self._check_time(occurred_at)
-            stored, metadata = self._serialize(messages)
-            rows.append((scope, stored, metadata, occurred_at))
-        if not rows:
-            return []
-        pool = await self._apool()
-        async with pool.connection() as conn:
-            ids = await episode_repo.insert_many(conn, rows)
-        self._later.soon()
-        return ids
-
-    def record_sync(
-        self, scope: Scope, messages: Sequence[Any], *, occurred_at: datetime | None = None
-    ) -> int | None:
-        if not messages:
-            return None
-        self._check_time(occurred_at)
-        stored, metadata = self._serialize(messages)
-        with self._spool().connection() as conn:
-            episode_id = episode_repo.insert_sync(conn, scope, stored, metadata, occurred_at)
-        self._later.soon_sync()
-        return episode_id
-
-    async def facts(
-        self,
-        scope: Scope,
-        *,
-        on: date | None = None,
-        history: bool = False,
-        as_of: date | None = None,
-    ) -> list[MemoryItem]:
-        """A scope's current facts with their importance on ``on`` (today), most important
-        first; with ``history``, the facts that were superseded too; with ``as_of``, the facts
-        that were true at the end of that day (UTC: said by then and not yet superseded), their
-        importance on that day unless ``on`` says otherwise. Facts that decay has purged are
-        not remembered on any day."""
-        pool = await self._apool()
-        day = on or as_of or decay_math.today()
-        async with pool.connection() as conn:
-            return await fact_repo.items(conn, scope, day, history=history, as_of=as_of)
+    def tools(self) -> list[BaseTool]:
+        """``remember``, ``recall`` and ``forget`` as LangChain tools for an agent; their scope
+        comes from the run's config (see :mod:`agent_memory.tools`)."""
+        return memory_tools(self._backend, self._injector)
 
     # ---- the nodes -----------------------------------------------------------------------
 
@@ -359,10 +297,13 @@ class MemoryManager(Injector, Management, Indexing):
         from agent_memory_flows.consolidation import ConsolidationParams, consolidation_flow
         from agent_memory_flows.outcome import run_for_summary
 
-        use_settings(self.settings)
         filters: dict[str, Any] = {"scope": scope.as_dict()} if scope else {}
-        # a run where some scope failed ends Failed in Prefect; here it is still a summary
-        return await run_for_summary(consolidation_flow, ConsolidationParams(**filters, **params))
+        # the run reads this manager's settings; other managers' runs and the process keep theirs
+        with settings_in_force(self.settings):
+            # a run where some scope failed ends Failed in Prefect; here it is still a summary
+            return await run_for_summary(
+                consolidation_flow, ConsolidationParams(**filters, **params)
+            )
 
     async def decay(
         self, scope: Scope | None = None, *, as_of: date | None = None, **params: Any
@@ -370,7 +311,10 @@ class MemoryManager(Injector, Management, Indexing):
         """Run the Prefect decay flow now (all scopes, or just ``scope``)."""
         from agent_memory_flows.decay import DecayParams, decay_flow
 
-        use_settings(self.settings)
         filters: dict[str, Any] = {"scope": scope.as_dict()} if scope else {}
-        result: dict[str, Any] = await decay_flow(DecayParams(**filters, as_of=as_of, **params))
+        with settings_in_force(self.settings):
+            result: dict[str, Any] = await decay_flow(DecayParams(**filters, as_of=as_of, **params))
         return result
+
+
+opens(MemoryManager)  # what AgentMemoryStore.from_conn_string opens (agent_memory.store.host)

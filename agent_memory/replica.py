@@ -21,32 +21,24 @@ What it does not do: read your own writes. A fact added a moment ago (``add_fact
 ``remember`` tool), an episode recorded by the previous turn, or consolidation's latest facts may
 be missing from an inject for as long as the replica is behind (at most the bound, plus a check
 interval).
+
+Where each read goes is :class:`agent_memory.reads.Reads`'s to decide.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
-from collections.abc import Awaitable, Callable
-from datetime import date, datetime
 from time import monotonic
-from typing import Any, Literal, TypeVar
+from typing import Literal
 
-import psycopg
-from psycopg_pool import AsyncConnectionPool, ConnectionPool
-
-from agent_memory.db import recall as recall_repo
 from agent_memory.db.connection import Database
 from agent_memory.db.pool import Pools
-from agent_memory.db.replica import Lag, lag, lag_sync
-from agent_memory.models import Scope
+from agent_memory.db.replica import Lag
 from agent_memory.redact import describe, known_secrets
-from agent_memory.settings import DatabaseSettings, Settings
+from agent_memory.settings import DatabaseSettings
 
 log = logging.getLogger(__name__)
-
-T = TypeVar("T")
 
 # a replica that failed is tried again after this long: a dead one costs one read's deadline
 # in this time, not one per read; one back in service takes the reads again within it
@@ -128,83 +120,3 @@ class Replica:
             log.info("read replica %s keeps up: reads go there", where)
         else:
             log.warning("read replica %s: %s. Reads go to the primary meanwhile", where, reason)
-
-
-ARead = Callable[[AsyncConnectionPool, psycopg.AsyncConnection[Any], bool], Awaitable[T]]
-SRead = Callable[[ConnectionPool, psycopg.Connection[Any], bool], T]
-
-
-class Reads:
-    """Where inject and search read (the manager provides what is declared here). A read is a
-    function of a pool, a connection of that pool, and whether it is the primary's; it must
-    write nothing, since it may run twice (on the replica, then again on the primary)."""
-
-    settings: Settings
-    _replica: Replica | None
-
-    async def _apool(self) -> AsyncConnectionPool:
-        raise NotImplementedError
-
-    def _spool(self) -> ConnectionPool:
-        raise NotImplementedError
-
-    async def _on_reads(self, read: ARead[T]) -> tuple[T, bool]:
-        """``read`` on the replica when reads may go there now, else on the primary; its result
-        and whether it ran on the primary."""
-        replica = self._replica
-        route = replica.route() if replica is not None else "primary"
-        if replica is not None and route != "primary":
-            try:
-                async with asyncio.timeout(replica.deadline):
-                    pool = await replica.pools.apool()
-                    async with pool.connection(timeout=replica.deadline) as conn:
-                        if route == "replica" or replica.judge(await lag(conn)):
-                            return await read(pool, conn, False), False
-            except (psycopg.Error, TimeoutError) as exc:  # PoolTimeout is a psycopg.Error
-                replica.failed(exc)
-        pool = await self._apool()
-        async with pool.connection() as conn:
-            return await read(pool, conn, True), True
-
-    def _on_reads_sync(self, read: SRead[T]) -> tuple[T, bool]:
-        """:meth:`_on_reads` for sync callers. Their bound on the replica is per statement (the
-        server's statement timeout) and on the wait for a connection."""
-        replica = self._replica
-        route = replica.route() if replica is not None else "primary"
-        if replica is not None and route != "primary":
-            try:
-                pool = replica.pools.spool()
-                with pool.connection(timeout=replica.deadline) as conn:
-                    if route == "replica" or replica.judge(lag_sync(conn)):
-                        return read(pool, conn, False), False
-            except psycopg.Error as exc:
-                replica.failed(exc)
-        primary = self._spool()
-        with primary.connection() as conn:
-            return read(primary, conn, True), True
-
-    def _reinforces(self, on: date | None) -> bool:
-        """Whether an inject reinforces the facts it used (not one evaluated on another day)."""
-        return self.settings.memory.inject_reinforce and on is None
-
-    async def _reinforce(self, scope: Scope, ids: list[int], at: datetime) -> None:
-        """After a read on the replica: reinforce the facts it used, on the primary (best
-        effort, as when read there: the facts were read already; waiting for a connection at
-        most the replica's deadline, so a primary that is away does not hold the answer)."""
-        if not ids or self._replica is None:
-            return
-        try:
-            pool = await self._apool()
-            async with pool.connection(timeout=self._replica.deadline) as conn:
-                await recall_repo.refresh(conn, scope, ids, at, self.settings.memory.use_growth)
-        except psycopg.Error as exc:
-            log.warning("reinforcing the injected facts failed: %s", exc)
-
-    def _reinforce_sync(self, scope: Scope, ids: list[int], at: datetime) -> None:
-        if not ids or self._replica is None:
-            return
-        try:
-            with self._spool().connection(timeout=self._replica.deadline) as conn:
-                recall_repo.refresh_sync(conn, scope, ids, at, self.settings.memory.use_growth)
-        except psycopg.Error as exc:
-            log.warning("reinforcing the injected facts failed: %s", exc)

@@ -19,19 +19,17 @@ Example::
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool
 
+from agent_memory.backend import Backend
 from agent_memory.db import fact_edits
 from agent_memory.errors import AgentMemoryError, UnknownFactError
+from agent_memory.fact_text import fact_of
 from agent_memory.graph.state import scope_from
-from agent_memory.management import _fact
+from agent_memory.inject import Injector
 from agent_memory.models import Fact, Scope, WorkingMemoryFrame
-
-if TYPE_CHECKING:
-    from agent_memory.manager import MemoryManager
 
 # the most of an error the model is shown
 MAX_ERROR_CHARS = 300
@@ -58,21 +56,22 @@ def _forgotten(fact_id: int, content: str | None) -> str:
     return f"forgot fact {fact_id}: {content}"
 
 
-def memory_tools(manager: MemoryManager) -> list[BaseTool]:
-    """The three tools over ``manager``, for sync and async graphs (see the module)."""
+def memory_tools(backend: Backend, injector: Injector) -> list[BaseTool]:
+    """The three tools over ``backend``'s pools, recalling with ``injector``, for sync and
+    async graphs (see the module); ``manager.tools()`` gives them."""
 
     def levels(config: RunnableConfig) -> tuple[Scope, ...]:
         """What ``forget`` may invalidate: the scope's facts and those of the levels it reads,
         each at its own level."""
-        return _scope(config).levels(manager.settings.memory.share)
+        return _scope(config).levels(backend.settings.memory.share)
 
     def checked(content: str, importance: float) -> Fact:
-        return _fact(content, importance, "general")
+        return fact_of(content, importance, "general")
 
     async def aremember(content: str, config: RunnableConfig, importance: float = 0.5) -> str:
         try:
             fact = checked(content, importance)
-            pool = await manager._apool()
+            pool = await backend.apool()
             async with pool.connection() as conn:
                 fact_id = await fact_edits.add(conn, _scope(config), fact, datetime.now(UTC))
         except AgentMemoryError as exc:
@@ -84,7 +83,7 @@ def memory_tools(manager: MemoryManager) -> list[BaseTool]:
         third person (for example "User prefers answers by email."). importance: 0 to 1."""
         try:
             fact = checked(content, importance)
-            with manager._spool().connection() as conn:
+            with backend.spool().connection() as conn:
                 fact_id = fact_edits.add_sync(conn, _scope(config), fact, datetime.now(UTC))
         except AgentMemoryError as exc:
             return _refused("remembered", exc)
@@ -92,7 +91,7 @@ def memory_tools(manager: MemoryManager) -> list[BaseTool]:
 
     async def arecall(query: str, config: RunnableConfig) -> str:
         try:
-            return _recalled(await manager.inject(_scope(config), query=query))
+            return _recalled(await injector.inject(_scope(config), query=query))
         except AgentMemoryError as exc:
             return _refused("recalled", exc)
 
@@ -100,19 +99,19 @@ def memory_tools(manager: MemoryManager) -> list[BaseTool]:
         """Recall what memory knows that is relevant to query: facts (with their ids) and past
         messages."""
         try:
-            return _recalled(manager.inject_sync(_scope(config), query=query))
+            return _recalled(injector.inject_sync(_scope(config), query=query))
         except AgentMemoryError as exc:
             return _refused("recalled", exc)
 
     async def aforget(fact_id: int, config: RunnableConfig) -> str:
-        pool = await manager._apool()
+        pool = await backend.apool()
         async with pool.connection() as conn:
             return _forgotten(fact_id, await fact_edits.forget(conn, levels(config), fact_id))
 
     def forget(fact_id: int, config: RunnableConfig) -> str:
         """Forget a fact that is no longer true, by the id recall gave it (a fact about the
         user shared by their other agents is forgotten for them too)."""
-        with manager._spool().connection() as conn:
+        with backend.spool().connection() as conn:
             return _forgotten(fact_id, fact_edits.forget_sync(conn, levels(config), fact_id))
 
     return [

@@ -175,7 +175,7 @@ async def inject_cpu(
         return importance.inject(SCOPE, query=asks[i])
 
     async def embedding(i: int) -> Any:
-        return await manager._queries.embed(asks[i])  # the call inject makes
+        return await manager.backend.queries.embed(asks[i])  # the call inject makes
 
     async def choice(i: int) -> Any:
         return chosen_snippets(*chose[i % len(chose)])

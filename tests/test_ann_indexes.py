@@ -49,8 +49,8 @@ async def test_a_large_scope_gets_its_own_index_and_inject_reads_it(
         assert embedder is not None
         from agent_memory.stored_embeddings import embed_snippets
 
-        await embed_snippets(await manager._apool(), embedder)
-        pool = await manager._apool()
+        await embed_snippets(await manager.backend.apool(), embedder)
+        pool = await manager.backend.apool()
         built = await ensure_ann_indexes(pool, embedder, BIG)
         assert len(built) == 2 and all("_ann_" in name for name in built)
         assert await ensure_ann_indexes(pool, embedder, BIG) == []  # once
@@ -129,7 +129,7 @@ async def test_a_large_scope_gets_its_own_index_and_inject_reads_it(
             "User mentioned violin"
         )
         assert frame.snippets and "violin" in frame.snippets[0].content
-        assert manager._ann_known[("facts", BIG, embedder.model)][0] == ann
+        assert manager.backend.ann.known[("facts", BIG, embedder.model)][0] == ann
         assert manager.inject_sync(BIG, query="Which instrument do I play?") == frame
     finally:
         await manager.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -11,7 +12,7 @@ import pytest
 
 from agent_memory import MemoryManager, Scope
 from agent_memory.decay import today
-from agent_memory.settings import Settings, use_settings
+from agent_memory.settings import LLMSettings, Settings, get_settings, use_settings
 from agent_memory_flows.consolidation import SUMMARY_KEY, ConsolidationParams, consolidation_flow
 from agent_memory_flows.outcome import run_for_summary
 from tests.fake_llm import FakeLLM, Reply
@@ -122,6 +123,50 @@ async def test_a_model_litellm_has_no_price_for_costs_unknown_and_prints_nothing
     assert summary["completed"] == 1 and summary["cost_usd"] is None
     out, _ = capfd.readouterr()
     assert "Provider List" not in out, out  # litellm's banner, printed on a failed look-up
+
+
+async def test_two_managers_consolidate_each_with_its_own_settings(
+    settings: Settings, fake_llm: FakeLLM
+) -> None:
+    """Two managers in one process, one extracting with the loopback LLM and one with the
+    offline rules, consolidating at the same time: each run reads its own manager's settings,
+    and the process's settings (the fixture's) are the same object afterwards."""
+    by_llm = settings.model_copy(
+        update={
+            "llm": LLMSettings(
+                model="openai/test-model", api_base=fake_llm.api_base, api_key="sk-t", timeout=5
+            )
+        }
+    )
+    offline = settings.model_copy(update={"llm": LLMSettings(model=None)})
+    alice, bob = Scope(user_id="alice"), Scope(user_id="bob")
+    llm_manager = await MemoryManager.create(settings=by_llm, migrate=False)
+    offline_manager = await MemoryManager.create(settings=offline, migrate=False)
+    try:
+        await llm_manager.record(alice, TALK)
+        await offline_manager.record(bob, TALK)
+        by_model, by_rules = await asyncio.gather(
+            llm_manager.consolidate(alice), offline_manager.consolidate(bob)
+        )
+        assert get_settings() is settings
+        assert by_model["extractor"] != "offline-rules" and by_rules["extractor"] == "offline-rules"
+        assert (by_model["completed"], by_rules["completed"]) == (1, 1)
+        assert fake_llm.calls == 1  # alice's scope, by the model; bob's asked nobody
+        assert {f.content for f in await llm_manager.facts(alice)} == {
+            "User is a Python developer.",  # the loopback server's canned answer
+            "User prefers async code.",
+        }
+        assert {f.content for f in await offline_manager.facts(bob)} == {
+            "User is a Python developer working on SAP integrations.",
+            "User prefers async code.",
+        }
+        # the next run of each, one after the other, still its own
+        await llm_manager.record(alice, TALK[:1])
+        assert (await llm_manager.consolidate(alice))["extractor"] == by_model["extractor"]
+        assert get_settings() is settings
+    finally:
+        await llm_manager.close()
+        await offline_manager.close()
 
 
 async def test_only_the_requested_scope_is_consolidated(

@@ -161,7 +161,7 @@ async def test_search_finds_messages_by_words_and_by_meaning_within_dates(
     # by meaning once embedded (the flows do this; here the same call they make)
     embedder = make_embedder(manager.settings.embedding)
     assert embedder is not None
-    assert (await embed_snippets(await manager._apool(), embedder, ALEX)).stored == 2
+    assert (await embed_snippets(await manager.backend.apool(), embedder, ALEX)).stored == 2
     found = await manager.search_conversations(ALEX, "Which animal lives with me?")
     assert found[0].content == "I adopted a border collie called Pixel."
     # a date range
@@ -232,7 +232,7 @@ async def test_snippets_are_searched_beside_the_facts_and_a_full_pool_never_wait
             settings=with_pool(settings, connections), migrate=False
         )
         try:
-            pool = manager._spool()
+            pool = manager.backend.spool()
             asked = pool.get_stats().get("requests_num", 0)
             assert [s.content for s in manager.inject_sync(ALEX, query=question).snippets] == (
                 expected

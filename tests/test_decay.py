@@ -22,7 +22,7 @@ GENERAL = math.log(2) / -math.log(0.95)  # the half-life of 0.95 a day
 
 async def seed(manager: MemoryManager, scope: Scope, facts: list[tuple[str, float, int]]) -> None:
     """Facts (content, importance, age in days)."""
-    pool = await manager._apool()
+    pool = await manager.backend.apool()
     async with pool.connection() as conn:
         for content, importance, age in facts:
             await fact_repo.upsert(

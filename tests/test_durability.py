@@ -29,7 +29,7 @@ GENERAL = math.log(2) / -math.log(0.95)
 async def seed(
     manager: MemoryManager, scope: Scope, facts: list[Fact], age_days: int, mentions: int = 1
 ) -> None:
-    pool = await manager._apool()
+    pool = await manager.backend.apool()
     async with pool.connection() as conn:
         await fact_repo.upsert(
             conn,
@@ -141,7 +141,7 @@ async def test_growth_is_capped_and_one_is_no_growth(
     manager: MemoryManager, db: psycopg.Connection[Any]
 ) -> None:
     scope = Scope(user_id="cap")
-    pool = await manager._apool()
+    pool = await manager.backend.apool()
     async with pool.connection() as conn:
         for _ in range(3):
             await fact_repo.upsert(

@@ -80,7 +80,7 @@ async def test_a_group_is_embedded_at_once_and_each_scope_gets_its_own_counts(
 ) -> None:
     await fill(manager, db)
     embedder = Counting(EmbeddingSettings(batch_size=4))
-    pool = await manager._apool()
+    pool = await manager.backend.apool()
     assert repo.ensure(db) is None  # the vectors' tables, made on first use
 
     done = await embed_scopes(pool, embedder, [A, B, C])
@@ -117,7 +117,7 @@ async def test_a_failed_group_keeps_each_scope_waiting_and_a_retry_embeds_them(
     assert repo.ensure(db) is None
     embedder = Counting(EmbeddingSettings())
     embedder.down = True
-    pool = await manager._apool()
+    pool = await manager.backend.apool()
     work = Embedding([A, B, C])
     log = logging.getLogger("test")
 

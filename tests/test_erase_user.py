@@ -47,7 +47,7 @@ async def remember(manager: MemoryManager, user: str, marker: str) -> None:
         Scope(user, "support"), [{"role": "user", "content": f"I use {marker} at work."}]
     )
     await manager.consolidate()
-    pool = await manager._apool()
+    pool = await manager.backend.apool()
     async with pool.connection() as conn:
         await conn.execute(
             "INSERT INTO agent_memory.consolidation_jobs"

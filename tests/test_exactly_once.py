@@ -243,7 +243,7 @@ async def test_rebase_and_a_concurrent_write_do_not_interleave(
 
     scope = Scope(user_id="race")
     await manager.record(scope, [{"role": "user", "content": "I like tea."}])
-    pool = await manager._apool()
+    pool = await manager.backend.apool()
     extractor = OfflineExtractor()
     batch = await load_batch(pool, scope, extractor, None, 10)
     assert batch is not None

@@ -162,7 +162,7 @@ async def test_levels_with_nothing_above_rank_as_the_scope_alone(
     for i in range(60):
         text = f"{words[i % 8]} {words[(i * 3) % 8]} note {i} about {words[(i * 5) % 8]}"
         await manager.add_fact(BILLING, text, importance=0.1 + (i % 9) / 10)
-    pool = await manager._apool()
+    pool = await manager.backend.apool()
     m = manager.settings.memory
     for question in ("gateway restart", "tax report by email", None):
         params = fusion_repo.ranked_params(
@@ -209,7 +209,7 @@ async def test_large_levels_share_one_scopes_reading_of_their_indexes(
         assert await embed_all(manager) == 4 * 64
         embedder = make_embedder(tuned.embedding)
         assert embedder is not None
-        pool = await manager._apool()
+        pool = await manager.backend.apool()
         for level in (SUPPORT_W1, SUPPORT, ALICE, solo):
             assert len(await ensure_ann_indexes(pool, embedder, level)) == 1
         question = "Which instrument do I play?"

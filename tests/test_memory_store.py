@@ -18,7 +18,7 @@ from agent_memory.models import Fact
 async def add_facts(
     manager: MemoryManager, scope: Scope, facts: list[tuple[str, float]], at: datetime | None = None
 ) -> None:
-    pool = await manager._apool()
+    pool = await manager.backend.apool()
     async with pool.connection() as conn:
         await fact_repo.upsert(
             conn,
@@ -175,7 +175,7 @@ async def test_every_query_reports_the_importance_inject_ranks_by(manager: Memor
     # never above 1, even for a day before the fact's clock
     scope = Scope(user_id="ida")
     await add_facts(manager, scope, [("User likes tea", 0.9)])
-    pool = await manager._apool()
+    pool = await manager.backend.apool()
     for days in (-30, 0, 10):
         on = (datetime.now(UTC) + timedelta(days=days)).date()
         frame = await manager.inject(scope, on=on)

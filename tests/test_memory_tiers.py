@@ -497,7 +497,7 @@ async def test_the_agents_pool_plans_its_ranking_once_and_ranks_as_planning_anew
         try:
             frames = [await manager.inject(ALEX, query=q, on=later) for q in questions]
             ranked[generic] = [(f.fact_ids, f.scores) for f in frames]
-            async with (await manager._apool()).connection() as conn:
+            async with (await manager.backend.apool()).connection() as conn:
                 mode = await (await conn.execute("SHOW plan_cache_mode")).fetchone()
                 plans = await (
                     await conn.execute(
@@ -519,7 +519,7 @@ async def test_the_agents_pool_plans_its_ranking_once_and_ranks_as_planning_anew
     # the pool of sync callers is set up alike
     sync = MemoryManager.create_sync(settings=with_pool(settings), migrate=False)
     try:
-        with sync._spool().connection() as conn:
+        with sync.backend.spool().connection() as conn:
             assert conn.execute("SHOW plan_cache_mode").fetchone() == ("force_generic_plan",)
     finally:
         sync.close()

@@ -36,7 +36,7 @@ CONVERSATION = [
 async def test_langchain_messages_round_trip(manager: MemoryManager) -> None:
     scope = Scope(user_id="rt")
     await manager.record(scope, CONVERSATION)
-    pool = await manager._apool()
+    pool = await manager.backend.apool()
     async with pool.connection() as conn:
         (episode,) = await episode_repo.load_pending(conn, scope)
     assert [m["role"] for m in episode.messages] == [
@@ -63,7 +63,7 @@ async def test_dict_messages_are_stored_as_given(manager: MemoryManager) -> None
         },
     ]
     await manager.record(scope, given)
-    pool = await manager._apool()
+    pool = await manager.backend.apool()
     async with pool.connection() as conn:
         (episode,) = await episode_repo.load_pending(conn, scope)
     assert episode.messages == given
@@ -142,7 +142,7 @@ async def test_sql_looking_scope_ids_are_plain_data(
     scope = Scope(user_id=hostile, agent_id="a")
     await manager.record(scope, [{"role": "user", "content": "hi"}])
     assert db.execute("SELECT user_id FROM agent_memory.episodes").fetchone() == (hostile,)
-    pool = await manager._apool()
+    pool = await manager.backend.apool()
     async with pool.connection() as conn:
         assert len(await episode_repo.load_pending(conn, scope)) == 1
         assert await episode_repo.load_pending(conn, Scope(user_id=None, agent_id="a")) == []

@@ -99,7 +99,7 @@ async def test_reads_go_to_the_replica_until_it_lags_too_far_and_writes_to_the_p
         await patient.add_fact(ALEX, "User drinks green tea every morning.")
         pair.wait_caught_up()
         assert _says((await patient.inject(ALEX, query="tea")).injected_facts, "tea")
-        assert patient._replica is not None and patient._replica.state == "ok"
+        assert patient.backend.replica is not None and patient.backend.replica.state == "ok"
 
         with pair.replay_paused():
             # writes: on the primary (the replica refuses them: it is read-only)
@@ -127,7 +127,7 @@ async def test_reads_go_to_the_replica_until_it_lags_too_far_and_writes_to_the_p
             assert [s.content for s in await strict.search_conversations(ALEX, "bicycle")] == [
                 "My bicycle has a flat tyre."
             ]
-            assert strict._replica is not None and strict._replica.state == "lagging"
+            assert strict.backend.replica is not None and strict.backend.replica.state == "lagging"
             # one warning for the whole episode of lag, however many reads it sent away
             lagging = _warnings(caplog)
             assert len(lagging) == 1, lagging
@@ -137,9 +137,9 @@ async def test_reads_go_to_the_replica_until_it_lags_too_far_and_writes_to_the_p
         # caught up again: a check finds it so (replay resumed; WAL the primary writes on its
         # own may keep a strict bound's replica "behind" for a moment, so asked until then)
         deadline = monotonic() + CATCH_UP_S
-        while strict._replica.state != "ok" and monotonic() < deadline:
+        while strict.backend.replica.state != "ok" and monotonic() < deadline:
             assert _says((await strict.inject(ALEX, query="bicycle")).injected_facts, "bicycle")
-        assert strict._replica.state == "ok"
+        assert strict.backend.replica.state == "ok"
         assert any("keeps up" in r.getMessage() for r in caplog.records)
 
 
@@ -184,7 +184,7 @@ async def test_an_inject_on_the_replica_reinforces_its_facts_on_the_primary(
             assert last_used_days_ago(fact.id) == 3
             frame = await inject()
             assert frame.fact_ids == [fact.id]
-            assert manager._replica is not None and manager._replica.state == "ok"
+            assert manager.backend.replica is not None and manager.backend.replica.state == "ok"
             assert last_used_days_ago(fact.id) == 0  # its decay clock restarted, on the primary
 
 
@@ -203,11 +203,11 @@ async def test_a_replica_that_stops_leaves_the_reads_to_the_primary(
         await manager.add_fact(ALEX, "User plays chess on Tuesdays.")
         pair.wait_caught_up()
         assert _says((await manager.inject(ALEX, query="chess")).injected_facts, "chess")
-        assert manager._replica is not None and manager._replica.state == "ok"
+        assert manager.backend.replica is not None and manager.backend.replica.state == "ok"
         with pair.replica_stopped():
             # the read on the replica fails (its connection is cut) and is made on the primary
             assert _says((await manager.inject(ALEX, query="chess")).injected_facts, "chess")
-            assert manager._replica.state == "down"
+            assert manager.backend.replica.state == "down"
             assert _says(manager.inject_sync(ALEX, query="chess").injected_facts, "chess")
             assert len(await manager.search(ALEX, "chess")) == 1
     down = _warnings(caplog)
@@ -245,8 +245,8 @@ async def test_a_replica_that_does_not_answer_costs_one_deadline_then_none(
             assert _says(frame.injected_facts, "tomatoes")
             assert monotonic() - start < 30
         for m in (manager, synced):
-            assert m._replica is not None and m._replica.state == "down"
-            assert m._replica.route() == "primary"  # the next reads do not wait for it
+            assert m.backend.replica is not None and m.backend.replica.state == "down"
+            assert m.backend.replica.route() == "primary"  # the next reads do not wait for it
     finally:
         silent_server.close()  # the connection attempts still waiting on it end
         await manager.close()
@@ -261,7 +261,7 @@ async def test_without_a_read_url_everything_is_on_the_primary(pair: Pair, dbnam
     assert settings.db.read_url is None
     manager = await MemoryManager.create(settings=settings, migrate=False)
     try:
-        assert manager._replica is None
+        assert manager.backend.replica is None
         await manager.add_fact(ALEX, "User reads science fiction.")
         assert _says((await manager.inject(ALEX, query="fiction")).injected_facts, "fiction")
     finally:

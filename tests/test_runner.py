@@ -37,7 +37,7 @@ class Refusing(OfflineExtractor):
 
 
 async def run(settings: Settings, manager: MemoryManager, extractor: Any) -> dict[str, str]:
-    pool = await manager._apool()
+    pool = await manager.backend.apool()
     plan = BatchPlan(flow_run_id=None, max_episodes=100, max_batches=10)
     steps = DirectSteps(pool, extractor, plan, Limits.of(2, 2))
     claims = await ScopeClaims.open(resolve(settings.db))

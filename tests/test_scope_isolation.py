@@ -63,7 +63,7 @@ def test_each_scope_sees_exactly_its_own_facts(
 ) -> None:
     db.execute("TRUNCATE agent_memory.memory_items CASCADE")
     now = datetime.now(UTC)
-    with sync_manager._spool().connection() as conn:
+    with sync_manager.backend.spool().connection() as conn:
         for i, scope in enumerate(scopes):
             conn.execute(
                 fact_repo.UPSERT,
@@ -89,7 +89,7 @@ def test_each_scope_sees_exactly_the_facts_of_its_levels(
     scopes Scope.levels names (parts left out, never a part changed), and no other."""
     db.execute("TRUNCATE agent_memory.memory_items CASCADE")
     now = datetime.now(UTC)
-    with sharing_manager._spool().connection() as conn:
+    with sharing_manager.backend.spool().connection() as conn:
         for i, scope in enumerate(scopes):
             conn.execute(
                 fact_repo.UPSERT,

@@ -3,9 +3,11 @@ theirs changes, and installed settings win over the environment."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
-from agent_memory.settings import Settings, get_settings, use_settings
+from agent_memory.settings import Settings, get_settings, settings_in_force, use_settings
 
 
 def test_the_environments_settings_are_read_once_and_again_only_when_it_changes(
@@ -69,3 +71,24 @@ def test_an_empty_read_url_means_no_replica(monkeypatch: pytest.MonkeyPatch) -> 
     use_settings(None)
     monkeypatch.setenv("AGENT_MEMORY_READ_DATABASE_URL", " ")
     assert get_settings().db.read_url is None
+
+
+async def test_settings_in_force_hold_for_their_own_task_only() -> None:
+    """Two tasks, each under its own settings, interleaved at a point the test chooses: each
+    reads its own, and the process's are what they were before and after."""
+    process = Settings()
+    use_settings(process)
+    try:
+        first, second = Settings(), Settings()
+        both_inside = asyncio.Barrier(2)
+
+        async def run(settings: Settings) -> Settings:
+            with settings_in_force(settings):
+                await both_inside.wait()  # the other task has put its own in force meanwhile
+                return get_settings()
+
+        seen = await asyncio.gather(run(first), run(second))
+        assert seen[0] is first and seen[1] is second
+        assert get_settings() is process
+    finally:
+        use_settings(None)

@@ -522,7 +522,7 @@ async def test_search_sorting(
 
 
 def _vectors(store: AgentMemoryStore, key: str) -> list[str]:
-    with store.manager._spool().connection() as conn:
+    with store.manager.backend.spool().connection() as conn:
         rows = conn.execute(
             "SELECT v.field_path FROM agent_memory.store_vectors v"
             " JOIN agent_memory.store_items s ON s.id = v.item_id WHERE s.key = %s"
@@ -574,7 +574,7 @@ def test_memory_items_are_indexed_and_superseded_ones_leave(
         results = store.search(("memories", "alice"), query="Alice drinks green tea")
         assert results[0].key == "tea"
         assert results[0].score == pytest.approx(1.0, abs=1e-3)
-        with store.manager._spool().connection() as conn:  # still facts of the scope
+        with store.manager.backend.spool().connection() as conn:  # still facts of the scope
             facts = conn.execute(
                 "SELECT count(*) FROM agent_memory.memory_items"
                 " WHERE user_id = 'alice' AND superseded_at IS NULL"
@@ -618,7 +618,7 @@ def test_without_an_index_memory_namespaces_keep_the_project_ranking(
         assert {r.key for r in results[:2]} == {"tea", "out"}
         assert all(r.score is not None and 0 < r.score <= 1 for r in results[:2])
         assert results[-1].key == "car"
-        with store.manager._spool().connection() as conn:
+        with store.manager.backend.spool().connection() as conn:
             count = conn.execute("SELECT count(*) FROM agent_memory.store_vectors").fetchone()
         assert count == (0,)
 

@@ -36,7 +36,7 @@ def manager(settings: Settings, request: pytest.FixtureRequest) -> Iterator[Memo
 def _filed(manager: MemoryManager, db: psycopg.Connection[Any]) -> dict[str, int]:
     """The person's fact filed at her level as consolidation files it (no Store row), each
     agent's note put at its own; their fact ids."""
-    with manager._spool().connection() as conn:
+    with manager.backend.spool().connection() as conn:
         for scope, text in ((ALICE, PERSON), (Scope("bob"), "Bob wants answers by email")):
             fact_edits.add_sync(conn, scope, Fact(content=text, importance=0.8), datetime.now(UTC))
     agents = manager.store(AGENT_TEMPLATE)
@@ -94,7 +94,7 @@ def test_the_default_template_with_a_fixed_agent_reads_the_person(
 ) -> None:
     shares = manager.settings.memory.share == "user"
     ids = {}
-    with manager._spool().connection() as conn:  # as consolidation files them: no Store rows
+    with manager.backend.spool().connection() as conn:  # as consolidation files them: no Store rows
         for scope, text in ((ALICE, PERSON), (SUPPORT, NOTE), (BILLING, SIBLING)):
             fact = Fact(content=text, importance=0.8)
             ids[text] = fact_edits.add_sync(conn, scope, fact, datetime.now(UTC))

@@ -198,7 +198,7 @@ async def test_a_tenant_cannot_plant_an_item_in_another_users_namespace(
 
 
 async def _consolidate(settings: Settings, manager: MemoryManager, *users: str) -> dict[str, str]:
-    pool = await manager._apool()
+    pool = await manager.backend.apool()
     plan = BatchPlan(flow_run_id=None, max_episodes=100, max_batches=10)
     steps = DirectSteps(pool, OfflineExtractor(), plan, Limits.of(2, 2))
     claims = await ScopeClaims.open(resolve(settings.db))

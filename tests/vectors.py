@@ -11,4 +11,4 @@ async def embed_all(manager: MemoryManager) -> int:
     """Embed every current fact with the manager's model (the bundled one by default)."""
     embedder = make_embedder(manager.settings.embedding)
     assert embedder is not None
-    return (await embed_missing(await manager._apool(), embedder)).stored
+    return (await embed_missing(await manager.backend.apool(), embedder)).stored

@@ -16,6 +16,9 @@ Example::
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from pydantic import BaseModel, Field
 
@@ -45,6 +48,7 @@ __all__ = [
     "TaskRetrySettings",
     "default_data_dir",
     "get_settings",
+    "settings_in_force",
     "use_settings",
 ]
 
@@ -64,6 +68,8 @@ class Settings(BaseModel):
 
 
 _override: Settings | None = None
+# the settings of one run (settings_in_force): this task and what it starts, not the process
+_scoped: ContextVar[Settings | None] = ContextVar("agent_memory_settings", default=None)
 # the environment's settings, and the variables they were read from
 _from_environment: tuple[tuple[tuple[str, str], ...], Settings] | None = None
 _READS = ("AGENT_MEMORY_", "DATABASE_URL")
@@ -74,13 +80,17 @@ def _environment() -> tuple[tuple[str, str], ...]:
 
 
 def get_settings() -> Settings:
-    """The settings in force: the ones installed by :func:`use_settings`, else the environment's
-    (read once, and again only when one of its variables changed).
+    """The settings in force: those of the run this is part of (:func:`settings_in_force`),
+    else the ones installed by :func:`use_settings`, else the environment's (read once, and
+    again only when one of its variables changed).
 
     Flows call this once at the start of a run rather than taking a DSN or key as a parameter,
     so secrets never travel in flow parameters (which Prefect stores and shows in its UI).
     """
     global _from_environment
+    scoped = _scoped.get()
+    if scoped is not None:
+        return scoped
     if _override is not None:
         return _override
     seen = _environment()
@@ -93,3 +103,22 @@ def use_settings(settings: Settings | None) -> None:
     """Install ``settings`` for this process (``None`` goes back to the environment)."""
     global _override
     _override = settings
+
+
+@contextmanager
+def settings_in_force(settings: Settings) -> Iterator[Settings]:
+    """``settings`` in force for the code inside the ``with`` only: this task, and the tasks,
+    threads and Prefect runs it starts meanwhile (a context variable, which they copy), never
+    the rest of the process. Two managers with settings of their own each run their flows
+    under theirs, at the same time too.
+
+    Example::
+
+        with settings_in_force(manager.settings):
+            await consolidation_flow(params)   # get_settings() in the run: the manager's
+    """
+    token = _scoped.set(settings)
+    try:
+        yield settings
+    finally:
+        _scoped.reset(token)

@@ -47,6 +47,7 @@ from langgraph.store.base import (
 )
 from pydantic import ValidationError
 
+from agent_memory.conversation_search import MAX_QUERY_CHARS
 from agent_memory.db import fact_edits, store_writes
 from agent_memory.db import store as store_repo
 from agent_memory.db.dual import Steps, Transaction, run_async, run_sync
@@ -55,8 +56,8 @@ from agent_memory.errors import InvalidStoreRequestError
 from agent_memory.fact_text import TEXT_FIELDS, check_text, memory_text
 from agent_memory.messages import clean_text
 from agent_memory.models import FACT_KINDS, Fact
-from agent_memory.search import MAX_QUERY_CHARS
 from agent_memory.store import namespaces, reads
+from agent_memory.store.host import StoreHost, opener
 from agent_memory.store.index import StoreIndex
 from agent_memory.store.limits import InvalidStoreNamespaceError, check_key
 from agent_memory.store.loop import StoreLoop
@@ -65,7 +66,6 @@ from agent_memory.store.ttl import TTLStore, check_ttl
 from agent_memory.store.values import check_chars
 
 if TYPE_CHECKING:
-    from agent_memory.manager import MemoryManager
     from agent_memory.settings import Settings
 
 __all__ = [
@@ -104,6 +104,7 @@ class AgentMemoryStore(TTLStore):
     """
 
     __slots__ = (
+        "_backend",
         "_index",
         "_loop",
         "_owns_manager",
@@ -115,7 +116,7 @@ class AgentMemoryStore(TTLStore):
 
     def __init__(
         self,
-        manager: MemoryManager,
+        manager: StoreHost,
         *,
         namespace: Sequence[str] | None = None,
         user_id: str | None = None,
@@ -130,13 +131,15 @@ class AgentMemoryStore(TTLStore):
         a vector index as LangGraph's PostgresStore takes it (:mod:`.index`); ``ttl``: as
         ``PostgresStore``'s (:mod:`agent_memory.store.ttl`)."""
         self.manager = manager
+        self._backend = manager.backend
+        memory = self._backend.settings.memory
         self._init_ttl(ttl)
         self.template = NamespaceTemplate(
-            namespace if namespace is not None else manager.settings.memory.store_namespace,
+            namespace if namespace is not None else memory.store_namespace,
             user_id=user_id,
             agent_id=agent_id,
             workflow_id=workflow_id,
-            share=manager.settings.memory.share,
+            share=memory.share,
         )
         self._owns_manager = False
         self._index = StoreIndex(index) if index else None
@@ -153,9 +156,7 @@ class AgentMemoryStore(TTLStore):
     ) -> Iterator[AgentMemoryStore]:
         """A store on its own manager for the database at ``conn_string`` (None: the
         configured one, the embedded PostgreSQL by default), closed on exit."""
-        from agent_memory.manager import MemoryManager
-
-        manager = MemoryManager.create_sync(conn_string, settings=settings)
+        manager = opener().create_sync(conn_string, settings=settings)
         try:
             store = cls(manager, **kwargs)
             store._owns_manager = True
@@ -169,9 +170,7 @@ class AgentMemoryStore(TTLStore):
         cls, conn_string: str | None = None, *, settings: Settings | None = None, **kwargs: Any
     ) -> AsyncIterator[AgentMemoryStore]:
         """:meth:`from_conn_string` for async code."""
-        from agent_memory.manager import MemoryManager
-
-        manager = await MemoryManager.create(conn_string, settings=settings)
+        manager = await opener().create(conn_string, settings=settings)
         try:
             store = cls(manager, **kwargs)
             store._owns_manager = True
@@ -184,9 +183,9 @@ class AgentMemoryStore(TTLStore):
         code written for LangGraph's ``PostgresStore``)."""
         from agent_memory.db.pool import setup_schema
 
-        setup_schema(self.manager.database, self.manager.settings.memory)
+        setup_schema(self._backend.database, self._backend.settings.memory)
         if self._index is not None:
-            with self.manager._spool().connection() as conn:
+            with self._backend.spool().connection() as conn:
                 run_sync(conn, self._index.setup_steps())
 
     async def asetup(self) -> None:
@@ -205,10 +204,10 @@ class AgentMemoryStore(TTLStore):
             return sent
         plan = self._plan(ops)
         if self._index is not None:
-            self._index.prepare_sync(self.manager, plan)
+            self._index.prepare_sync(self._backend, plan)
         for index, text in plan.queries.items():  # none left when the index embedded them
-            plan.vectors[index] = self.manager._queries.embed_sync(text)
-        with self.manager._spool().connection() as conn:
+            plan.vectors[index] = self._backend.queries.embed_sync(text)
+        with self._backend.spool().connection() as conn:
             return run_sync(conn, self._steps(plan))
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
@@ -218,10 +217,10 @@ class AgentMemoryStore(TTLStore):
     async def _abatch_now(self, ops: list[Op]) -> list[Result]:
         plan = self._plan(ops)
         if self._index is not None:
-            await self._index.aprepare(self.manager, plan)
+            await self._index.aprepare(self._backend, plan)
         for index, text in plan.queries.items():
-            plan.vectors[index] = await self.manager._queries.embed(text)
-        pool = await self.manager._apool()
+            plan.vectors[index] = await self._backend.queries.embed(text)
+        pool = await self._backend.apool()
         async with pool.connection() as conn:
             return await run_async(conn, self._steps(plan))
 
@@ -274,7 +273,7 @@ class AgentMemoryStore(TTLStore):
             raise InvalidStoreRequestError(f"{where}: value is not JSON ({exc})") from None
         check_chars(where, op.value)
         size = len(encoded.encode("utf-8"))
-        limit = self.manager.settings.memory.store_max_value_bytes
+        limit = self._backend.settings.memory.store_max_value_bytes
         if size > limit:
             raise InvalidStoreRequestError(
                 f"{where}: value is {size} bytes of JSON, over the limit of {limit}"
@@ -288,7 +287,7 @@ class AgentMemoryStore(TTLStore):
     def _fact(self, where: str, value: Mapping[str, Any]) -> Fact:
         importance = value.get("importance")
         if isinstance(importance, bool) or not isinstance(importance, (int, float)):
-            importance = self.manager.settings.memory.store_importance
+            importance = self._backend.settings.memory.store_importance
         elif not 0 < importance <= 1:
             raise InvalidStoreRequestError(f"{where}: importance {importance!r} is not in (0, 1]")
         kind = value.get("kind")
@@ -326,8 +325,8 @@ class AgentMemoryStore(TTLStore):
     def _ranks_by_meaning(self, prefix: tuple[str, ...]) -> bool:
         return (
             self.template.reading(prefix) is not None
-            and self.manager.settings.memory.inject_ranking in ("hybrid", "vector")
-            and self.manager.settings.embedding.active_model is not None
+            and self._backend.settings.memory.inject_ranking in ("hybrid", "vector")
+            and self._backend.settings.embedding.active_model is not None
         )
 
     # ---- running a batch ---------------------------------------------------------------
@@ -393,6 +392,6 @@ class AgentMemoryStore(TTLStore):
         if self._index is not None and text:
             found = yield from self._index.search_steps(op, vector)
             return (yield from reads.facts_after_vectors_steps(self.template, op, found))
-        model = self.manager._queries.model if vector is not None else None
-        ranking = reads.Ranking(self.manager.settings.memory, model)
+        model = self._backend.queries.model if vector is not None else None
+        ranking = reads.Ranking(self._backend.settings.memory, model)
         return (yield from reads.search_steps(self.template, ranking, op, text, vector))

@@ -35,7 +35,7 @@ from agent_memory.store.ttl import refresh_steps
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
 
-    from agent_memory.manager import MemoryManager
+    from agent_memory.backend import Backend
 
 Item = tuple[tuple[str, ...], str]
 # the texts a batch's puts embed: (item, field path, text)
@@ -136,11 +136,11 @@ class StoreIndex:
 
     # ---- a batch's embeddings, outside its transaction -------------------------------------
 
-    def prepare_sync(self, manager: MemoryManager, plan: Any) -> None:
+    def prepare_sync(self, backend: Backend, plan: Any) -> None:
         """Embed a batch's puts and queries (``plan.queries``, emptied: the project's model is
         not asked), after making sure the server has pgvector (once per store)."""
         if not self._ready:
-            with manager._spool().connection() as conn:
+            with backend.spool().connection() as conn:
                 run_sync(conn, self._extension_steps())
         texts = self.texts(plan.writes)
         if texts:
@@ -150,10 +150,10 @@ class StoreIndex:
             plan.vectors[index] = self._checked([self.embeddings.embed_query(query)], 1)[0]
         plan.queries.clear()
 
-    async def aprepare(self, manager: MemoryManager, plan: Any) -> None:
+    async def aprepare(self, backend: Backend, plan: Any) -> None:
         """:meth:`prepare_sync` for async code."""
         if not self._ready:
-            pool = await manager._apool()
+            pool = await backend.apool()
             async with pool.connection() as conn:
                 await run_async(conn, self._extension_steps())
         texts = self.texts(plan.writes)

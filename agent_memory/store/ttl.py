@@ -35,7 +35,7 @@ from agent_memory.db.dual import Steps, run_async, run_sync
 from agent_memory.errors import InvalidStoreRequestError
 
 if TYPE_CHECKING:
-    from agent_memory.manager import MemoryManager
+    from agent_memory.backend import Backend
 
 logger = logging.getLogger(__name__)
 
@@ -131,7 +131,7 @@ class TTLStore(BaseStore):
     _ttl_stop: threading.Event
 
     if TYPE_CHECKING:
-        manager: MemoryManager
+        _backend: Backend
 
     def _init_ttl(self, ttl: TTLConfig | None) -> None:
         self.ttl_config = check_ttl_config(ttl)
@@ -141,12 +141,12 @@ class TTLStore(BaseStore):
 
     def sweep_ttl(self) -> int:
         """Delete the expired items now (see the module); how many were deleted."""
-        with self.manager._spool().connection() as conn:
+        with self._backend.spool().connection() as conn:
             return run_sync(conn, store_ttl.sweep_steps())
 
     async def asweep_ttl(self) -> int:
         """:meth:`sweep_ttl` for async code."""
-        pool = await self.manager._apool()
+        pool = await self._backend.apool()
         async with pool.connection() as conn:
             return await run_async(conn, store_ttl.sweep_steps())
 
@@ -177,7 +177,7 @@ class TTLStore(BaseStore):
         self._ttl_stop.clear()
 
         def sweep_loop() -> None:
-            while not self._ttl_stop.wait(seconds) and not self.manager._closed:
+            while not self._ttl_stop.wait(seconds) and not self._backend.closed:
                 try:
                     self._swept(self.sweep_ttl())
                 except Exception:
@@ -219,7 +219,7 @@ class TTLStore(BaseStore):
         self._ttl_stop.clear()
 
         async def sweep_loop() -> None:
-            while not self._ttl_stop.is_set() and not self.manager._closed:
+            while not self._ttl_stop.is_set() and not self._backend.closed:
                 await asyncio.sleep(seconds)
                 try:
                     self._swept(await self.asweep_ttl())

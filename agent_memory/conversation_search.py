@@ -1,6 +1,7 @@
 """Searching a scope's past conversations by relevance (the episodic tier): on its own
-(:meth:`Searcher.search_conversations`) and beside an inject's ranking, on a second pooled
-connection when one is free; and the scope's own nearest-neighbour index, when it has one.
+(:meth:`ConversationSearch.search_conversations`) and beside an inject's ranking, on a second
+pooled connection when one is free, with the scope's own nearest-neighbour index when it has
+one. (The search of facts is :mod:`agent_memory.fact_search`.)
 """
 
 from __future__ import annotations
@@ -11,16 +12,15 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time
-from time import monotonic
 from typing import Any
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from agent_memory import decay as decay_math
-from agent_memory.db import ann_indexes, fusion
+from agent_memory.backend import Backend
+from agent_memory.db import fusion
 from agent_memory.db import snippets as snippet_repo
-from agent_memory.db.ann_indexes import AnnIndex
 from agent_memory.db.dual import Steps, run_async, run_sync
 from agent_memory.errors import InvalidMessageError
 from agent_memory.messages import clean_text
@@ -28,19 +28,12 @@ from agent_memory.models import (
     Scope,
     Snippet,
 )
-from agent_memory.query_embedding import QueryEmbedder
-from agent_memory.replica import Reads
-from agent_memory.settings import Settings
+from agent_memory.reads import Reads
 
 log = logging.getLogger(__name__)
 
 # the start of a very long message is what relevance is measured against
 MAX_QUERY_CHARS = 2000
-
-# a scope's HNSW index is looked up again after this long (the flows may have built one), and
-# the memory of which scopes have one is cleared past this many
-_ANN_RECHECK_S = 60.0
-_ANN_KNOWN_MAX = 100_000
 
 # how long an inject waits for a second connection to search snippets beside its facts
 _SPARE_WAIT_S = 0.001
@@ -67,46 +60,31 @@ def as_moment(value: datetime | date | None, name: str) -> datetime | None:
     return datetime.combine(value, time(), UTC)
 
 
-class Searcher(Reads):
-    """Conversation search over the manager's pools and settings (the manager provides what is
-    declared here), reading on the replica when there is one (:class:`Reads`)."""
+class ConversationSearch:
+    """Conversation search over ``backend``'s pools and settings, reading on the replica when
+    there is one (``reads``)."""
 
-    settings: Settings
-    _queries: QueryEmbedder
-    _ann_known: dict[tuple[str, Scope, str], tuple[AnnIndex | None, float]]
-    _lock: threading.Lock
-    _searcher: ThreadPoolExecutor | None
+    def __init__(self, backend: Backend, reads: Reads) -> None:
+        self.settings = backend.settings
+        self._queries = backend.queries
+        self._ann = backend.ann
+        self._reads = reads
+        self._lock = threading.Lock()
+        self._searcher: ThreadPoolExecutor | None = None  # inject_sync's snippet searches
 
-    def _ann_cached(
-        self, kind: str, scope: Scope
-    ) -> tuple[tuple[str, Scope, str], tuple[AnnIndex | None, float] | None]:
-        """The scope's HNSW index of ``kind`` as last looked up, None when due a new look."""
-        key = (kind, scope, self._queries.model or "")
-        known = self._ann_known.get(key)
-        return key, known if known is not None and known[1] > monotonic() else None
+    def close(self) -> None:
+        """No more searches beside a sync inject: their threads end."""
+        with self._lock:
+            searcher = self._searcher
+        if searcher is not None:
+            searcher.shutdown()
 
-    def _ann_learned(self, key: tuple[str, Scope, str], ann: AnnIndex | None) -> AnnIndex | None:
-        if len(self._ann_known) > _ANN_KNOWN_MAX:
-            self._ann_known.clear()
-        self._ann_known[key] = (ann, monotonic() + _ANN_RECHECK_S)
-        return ann
-
-    def _ann_steps(self, kind: str, scope: Scope) -> Steps[AnnIndex | None]:
-        """The scope's own HNSW index of ``kind``, if the flows built one."""
-        key, known = self._ann_cached(kind, scope)
-        if known is not None:
-            return known[0]
-        try:
-            ann = yield from ann_indexes.ann_index_steps(kind, scope, key[2])
-        except psycopg.Error:  # the table is not there (an old schema): compare every vector
-            ann = None
-        return self._ann_learned(key, ann)
-
-    def _search_steps(self, query: SnippetQuery | None) -> Steps[list[Snippet]]:
+    def steps(self, query: SnippetQuery | None) -> Steps[list[Snippet]]:
+        """The snippet search of an inject (none without a query), on its connection."""
         if query is None:
             return []
         try:
-            ann = (yield from self._ann_steps("snippets", query.scope)) if query.vector else None
+            ann = (yield from self._ann.steps("snippets", query.scope)) if query.vector else None
             return (yield from snippet_repo.search_steps(query.params, query.vector, ann))
         except psycopg.Error as exc:  # best effort: the facts are what inject owes
             log.warning("searching past conversations failed: %s", exc)
@@ -117,7 +95,7 @@ class Searcher(Reads):
     # never waits for one: callers that each hold a connection and wait for another could
     # starve the pool, so a busy pool runs both on the caller's connection, one after the other.
 
-    async def _search_beside(
+    async def beside(
         self, pool: AsyncConnectionPool, query: SnippetQuery | None
     ) -> asyncio.Task[list[Snippet]] | None:
         if query is None:
@@ -129,13 +107,13 @@ class Searcher(Reads):
 
         async def search() -> list[Snippet]:
             try:
-                return await run_async(spare, self._search_steps(query))
+                return await run_async(spare, self.steps(query))
             finally:
                 await pool.putconn(spare)
 
         return asyncio.create_task(search())
 
-    def _search_beside_sync(
+    def beside_sync(
         self, pool: ConnectionPool, query: SnippetQuery | None
     ) -> Future[list[Snippet]] | None:
         if query is None:
@@ -147,7 +125,7 @@ class Searcher(Reads):
 
         def search() -> list[Snippet]:
             try:
-                return run_sync(spare, self._search_steps(query))
+                return run_sync(spare, self.steps(query))
             finally:
                 pool.putconn(spare)
 
@@ -216,7 +194,7 @@ class Searcher(Reads):
             _pool: AsyncConnectionPool, conn: psycopg.AsyncConnection[Any], _primary: bool
         ) -> list[Snippet]:
             try:
-                ann = await run_async(conn, self._ann_steps("snippets", scope)) if vector else None
+                ann = await run_async(conn, self._ann.steps("snippets", scope)) if vector else None
                 return await snippet_repo.search(conn, params, vector, ann)
             except psycopg.Error as exc:  # e.g. pgvector dropped: full text alone
                 if vector is None:
@@ -224,4 +202,4 @@ class Searcher(Reads):
                 log.warning("searching by meaning failed (%s); by full text alone", exc)
                 return await snippet_repo.search(conn, params)
 
-        return (await self._on_reads(read))[0]
+        return (await self._reads.run(read))[0]
