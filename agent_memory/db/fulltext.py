@@ -1,7 +1,32 @@
 """Full-text relevance within a scope: the question as a query, and BM25 over a scope's rows
 with its exact statistics (``agent_memory.term_counts``), as SQL common table expressions that
 the fact ranking (:mod:`agent_memory.db.recall`), the conversation search
-(:mod:`agent_memory.db.snippets`) and the Store share."""
+(:mod:`agent_memory.db.snippets`) and the Store share.
+
+BM25 with binary term frequency: each of the question's words a row holds adds its inverse
+document frequency, damped by the row's length against the average (k1 = 1.2, b = 0.75).
+ts_rank has no IDF, so a common word ("now", "work") would weigh as much as the one that
+says what is asked. A question's first 32 distinct words (in lexeme order) are weighed.
+
+The statistics are the scope's own, exact: how many of its rows hold each word, how many
+rows it has and their total length, kept by ``agent_memory.term_counts`` (``corpus`` 'f'
+for facts, 's' for conversation sentences; sql/0017_term_counts.sql) as rows are written,
+whatever their order. They cover every current row of the scope; ``where`` may narrow the
+rows ranked (a date range, an importance floor) but not the statistics. With no ``corpus``
+(the Store's documents, a namespace's rather than a scope's) they are counted over the rows
+``where`` admits, on every call.
+
+The rows scored: every row of the scope holding one of the question's rarest words, in
+order of rarity as many words as hold at most ``GATHER`` rows between them, and, among the
+scope's ``_SAMPLE`` latest rows by ``tie``, every row holding any of its words; a large scope
+so costs about what a small one does. A row holding only words more common than those
+gathered, and older than the latest ``_SAMPLE``, is not scored; by BM25 it could score at
+most ``1.69 * sum(idf)`` over those words, each of which is in more of the scope's rows than
+any word that was gathered. A scope of ``_SAMPLE`` rows or fewer, or a question whose words
+hold ``GATHER`` rows or fewer in all, is ranked exactly. The gathered words are read as a
+value rather than joined, so that with none gathered the scope is not scanned whatever join
+order a generic plan took (one made before the table had statistics scanned it all).
+"""
 
 from __future__ import annotations
 
@@ -30,31 +55,10 @@ def text_hits(
 ) -> str:
     """CTEs ranking the rows of ``table`` (alias ``m``) that ``where`` admits by full text
     against the question: ``text_hits(id, r, n)``, rank ``r`` and the share ``n`` in [0, 1]
-    of the question's weight that a row holds. Equal scores: the larger ``tie`` first.
-
-    BM25 with binary term frequency: each of the question's words a row holds adds its inverse
-    document frequency, damped by the row's length against the average (k1 = 1.2, b = 0.75).
-    ts_rank has no IDF, so a common word ("now", "work") would weigh as much as the one that
-    says what is asked. A question's first 32 distinct words (in lexeme order) are weighed.
-
-    The statistics are the scope's own, exact: how many of its rows hold each word, how many
-    rows it has and their total length, kept by ``agent_memory.term_counts`` (``corpus`` 'f'
-    for facts, 's' for conversation sentences; sql/0017_term_counts.sql) as rows are written,
-    whatever their order. They cover every current row of the scope; ``where`` may narrow the
-    rows ranked (a date range, an importance floor) but not the statistics. With no ``corpus``
-    (the Store's documents, a namespace's rather than a scope's) they are counted over the rows
-    ``where`` admits, on every call.
-
-    The rows scored: every row of the scope holding one of the question's rarest words, in
-    order of rarity as many words as hold at most ``GATHER`` rows between them, and, among the
-    scope's ``_SAMPLE`` latest rows by ``tie``, every row holding any of its words; a large scope
-    so costs about what a small one does. A row holding only words more common than those
-    gathered, and older than the latest ``_SAMPLE``, is not scored; by BM25 it could score at
-    most ``1.69 * sum(idf)`` over those words, each of which is in more of the scope's rows than
-    any word that was gathered. A scope of ``_SAMPLE`` rows or fewer, or a question whose words
-    hold ``GATHER`` rows or fewer in all, is ranked exactly. The gathered words are read as a
-    value rather than joined, so that with none gathered the scope is not scanned whatever join
-    order a generic plan took (one made before the table had statistics scanned it all).
+    of the question's weight that a row holds. Equal scores: the larger ``tie`` first. How
+    they rank, and which rows they score: the module's docstring. ``corpus``: the kept counts
+    of a scope's rows to read ('f' facts, 's' conversation sentences), or None to count the
+    rows ``where`` admits (the Store's documents).
 
     ``levels``: ``where`` reads several levels of memory (``agent_memory.db.levels``), and
     these are its conditions for each level in turn (``level_key``). The levels are ranked as
@@ -75,64 +79,20 @@ def text_hits(
     gathered words are read from the scope's entries alone rather than every scope's (the words
     of one exact scope: not with ``levels``).
     """
-    if corpus is None:
-        rows = f"SELECT count(*) AS n, coalesce(avg(length(m.search)), 0) AS avg_len FROM {table} m"
-        held = f"SELECT count(*) AS n FROM {table} m WHERE {where} AND m.search @@ t.q"
-        counts = f"{rows} WHERE {where}"
-    else:
-
-        def counted(lexeme: str) -> str:
-            table = "agent_memory.term_counts k"
-            if not levels:
-                scope = f"k.corpus = '{corpus}' AND k.{SCOPE_MATCH}"
-                return f"{table} WHERE {scope} AND k.lexeme = {lexeme}"
-            match = f"k.corpus = '{corpus}' AND k.lexeme = {lexeme}"
-            # each level's counts read through the whole (corpus, scope_key, lexeme) key: ANY
-            # over the keys, or a join with them, is planned (without statistics, or in a
-            # generic plan) as a scan of every scope's counts of the word
-            each = "\n        UNION ALL ".join(
-                f"SELECT k.docs, k.size FROM {table} WHERE {match} AND k.scope_key = {level_key(n)}"
-                for n in range(len(levels))
-            )
-            return f"({each}) AS k WHERE true"
-
-        counts = f"""SELECT coalesce(sum(k.docs), 0) AS n,
-           coalesce(sum(k.size), 0)::float8 / greatest(coalesce(sum(k.docs), 0), 1) AS avg_len
-    FROM {counted("''")}"""
-        held = f"SELECT coalesce(sum(k.docs), 0) AS n FROM {counted('t.lexeme')}"
-        if pending is not None:
-            waiting = f"(SELECT count(*) FROM {pending} x WHERE x.search @@ t.q)"
-            held = f"SELECT coalesce(sum(k.docs), 0) + {waiting} AS n FROM {counted('t.lexeme')}"
+    counts, held = _statistics(table, where, corpus, levels, pending)
 
     def latest(match: str) -> str:
         return f"""SELECT m.id, m.{tie}, m.search FROM {table} m
     WHERE %(text)s::text IS NOT NULL AND {match}
     ORDER BY m.{tie} DESC LIMIT {_SAMPLE}"""
 
-    holding = f"{table} m"
-    gathered_rows = "AND m.search @@ (SELECT q FROM gathered)"
-    if scoped:
-        # OFFSET 0: the scope's condition stays outside, or a generic plan, sizing a scope at a
-        # few rows, reads it in time order and tests each row
-        holding = f"""(SELECT * FROM {table} x
-          WHERE agent_memory.scoped_search(x.scope_key, x.search)
-                @@ ((SELECT q FROM gathered) && agent_memory.scope_word({SCOPE_KEY}))
-          OFFSET 0) AS m"""
-        gathered_rows = ""
     sample = latest(where)
     if levels:
         sample = merged(len(levels), lambda n: latest(levels[n]), f"{tie} DESC", str(_SAMPLE))
     corpus_cte = f"corpus AS MATERIALIZED ({counts} AND %(text)s::text IS NOT NULL)"
     also = ""
     if pending is not None:
-        # the stored rows' statistics, and the waiting rows' added to them
-        corpus_cte = f"""indexed AS MATERIALIZED ({counts} AND %(text)s::text IS NOT NULL),
-corpus AS MATERIALIZED (
-    SELECT s.n + w.n AS n, (s.avg_len * greatest(s.n, 1) + w.size) / greatest(s.n + w.n, 1)
-           AS avg_len
-    FROM indexed s,
-         (SELECT count(*) AS n, coalesce(sum(length(x.search)), 0) AS size FROM {pending} x) w
-)"""
+        corpus_cte = _with_pending(counts, pending)
         also = f"""
     UNION
     SELECT x.id, x.{tie}, x.search FROM {pending} x, query
@@ -157,10 +117,18 @@ gathered AS MATERIALIZED (
          AS rarest
     WHERE held <= {GATHER}
 ),
-matched AS MATERIALIZED (
-    SELECT m.id, m.{tie}, m.search FROM {holding}
+{_scored(where, tie, _holding(table, scoped), also)}"""
+
+
+def _scored(where: str, tie: str, holding: tuple[str, str], also: str) -> str:
+    """The CTEs that score rows: ``matched``, the rows holding the gathered words (read from
+    ``holding``: where, and the condition left) and the sample's rows holding any word
+    (``also``: the waiting rows' too), and ``text_hits``, their BM25 ranks."""
+    rows, condition = holding
+    return f"""matched AS MATERIALIZED (
+    SELECT m.id, m.{tie}, m.search FROM {rows}
     WHERE (SELECT count(*) FROM sample) >= {_SAMPLE} AND (SELECT q FROM gathered) IS NOT NULL
-      AND {where} {gathered_rows}
+      AND {where} {condition}
     UNION
     SELECT s.id, s.{tie}, s.search FROM sample s, query WHERE s.search @@ query.q{also}
 ),
@@ -173,6 +141,69 @@ text_hits AS (
                                       / greatest((SELECT avg_len FROM corpus), 1))) AS rank
           FROM matched m
           ORDER BY rank DESC, m.{tie} DESC, m.id LIMIT %(candidates)s) AS best
+)"""
+
+
+def _statistics(
+    table: str, where: str, corpus: str | None, levels: Sequence[str], pending: str | None
+) -> tuple[str, str]:
+    """The statements of the corpus's size and average length (``counts``, from its one row)
+    and of how many rows hold a term ``t.q`` (``held``): kept counts for a scope's
+    ``corpus`` (over its ``levels``, with the ``pending`` rows added), else counted now."""
+    if corpus is None:
+        rows = f"SELECT count(*) AS n, coalesce(avg(length(m.search)), 0) AS avg_len FROM {table} m"
+        held = f"SELECT count(*) AS n FROM {table} m WHERE {where} AND m.search @@ t.q"
+        return f"{rows} WHERE {where}", held
+
+    def counted(lexeme: str) -> str:
+        kept = "agent_memory.term_counts k"
+        if not levels:
+            scope = f"k.corpus = '{corpus}' AND k.{SCOPE_MATCH}"
+            return f"{kept} WHERE {scope} AND k.lexeme = {lexeme}"
+        match = f"k.corpus = '{corpus}' AND k.lexeme = {lexeme}"
+        # each level's counts read through the whole (corpus, scope_key, lexeme) key: ANY
+        # over the keys, or a join with them, is planned (without statistics, or in a
+        # generic plan) as a scan of every scope's counts of the word
+        each = "\n        UNION ALL ".join(
+            f"SELECT k.docs, k.size FROM {kept} WHERE {match} AND k.scope_key = {level_key(n)}"
+            for n in range(len(levels))
+        )
+        return f"({each}) AS k WHERE true"
+
+    counts = f"""SELECT coalesce(sum(k.docs), 0) AS n,
+           coalesce(sum(k.size), 0)::float8 / greatest(coalesce(sum(k.docs), 0), 1) AS avg_len
+    FROM {counted("''")}"""
+    held = f"SELECT coalesce(sum(k.docs), 0) AS n FROM {counted('t.lexeme')}"
+    if pending is not None:
+        waiting = f"(SELECT count(*) FROM {pending} x WHERE x.search @@ t.q)"
+        held = f"SELECT coalesce(sum(k.docs), 0) + {waiting} AS n FROM {counted('t.lexeme')}"
+    return counts, held
+
+
+def _holding(table: str, scoped: bool) -> tuple[str, str]:
+    """Where the rows holding the gathered words are read from, and the condition left to
+    test on them."""
+    if not scoped:
+        return f"{table} m", "AND m.search @@ (SELECT q FROM gathered)"
+    # OFFSET 0: the scope's condition stays outside, or a generic plan, sizing a scope at a
+    # few rows, reads it in time order and tests each row
+    return (
+        f"""(SELECT * FROM {table} x
+          WHERE agent_memory.scoped_search(x.scope_key, x.search)
+                @@ ((SELECT q FROM gathered) && agent_memory.scope_word({SCOPE_KEY}))
+          OFFSET 0) AS m""",
+        "",
+    )
+
+
+def _with_pending(counts: str, pending: str) -> str:
+    """The corpus CTE: the stored rows' statistics, and the waiting rows' added to them."""
+    return f"""indexed AS MATERIALIZED ({counts} AND %(text)s::text IS NOT NULL),
+corpus AS MATERIALIZED (
+    SELECT s.n + w.n AS n, (s.avg_len * greatest(s.n, 1) + w.size) / greatest(s.n + w.n, 1)
+           AS avg_len
+    FROM indexed s,
+         (SELECT count(*) AS n, coalesce(sum(length(x.search)), 0) AS size FROM {pending} x) w
 )"""
 
 
