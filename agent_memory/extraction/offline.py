@@ -80,70 +80,57 @@ def operations_from_text(
         sentence = re.sub(r"^(?:actually|now|so),?\s+", "", sentence, flags=re.I)
         if len(sentence) < 6 or sentence.endswith("?"):
             continue
-        switched = _SWITCHED.match(sentence)
-        if switched:
-            old, new = switched["old"].strip(), third_person(switched["new"].strip())
-            targets = _mentioning(known, old)
-            for k in targets:
-                updated = re.sub(re.escape(old), new, k.content, flags=re.I)
-                ops.append(
-                    Operation(
-                        op="update",
-                        target=k.fact_id,
-                        content=updated,
-                        importance=k.importance,
-                        kind=k.kind,
-                    )
-                )
-            if not targets:
-                ops.append(
-                    Operation(
-                        op="add", content=f"User uses {new}.", importance=0.75, kind="situation"
-                    )
-                )
-            continue
-        switched_to = _SWITCHED_TO.match(sentence)
-        if switched_to and _mentioning(known, switched_to["old"]):
-            new, old = third_person(switched_to["new"].strip()), switched_to["old"].strip()
-            content = f"User has switched to {new} instead of their old {old}."
-            for k in _mentioning(known, old):
-                ops.append(
-                    Operation(
-                        op="update",
-                        target=k.fact_id,
-                        content=content,
-                        importance=k.importance,
-                        kind=k.kind,
-                    )
-                )
-            continue
-        stopped = _STOPPED.match(sentence)
-        if stopped and _mentioning(known, stopped["x"]):
-            ops.extend(
-                Operation(op="delete", target=k.fact_id) for k in _mentioning(known, stopped["x"])
+        changed = _changes(sentence, known)
+        ops.extend(changed if changed is not None else _stated(sentence, known, said_on))
+    return ops
+
+
+def _update(k: KnownFact, content: str, importance: float | None = None) -> Operation:
+    """``k`` said anew as ``content``, keeping its kind (and its importance unless given)."""
+    weight = k.importance if importance is None else importance
+    return Operation(op="update", target=k.fact_id, content=content, importance=weight, kind=k.kind)
+
+
+def _changes(sentence: str, known: Sequence[KnownFact]) -> list[Operation] | None:
+    """What a sentence that says something changed does to the known facts (a switch from
+    one thing to another, a thing no longer used); None when it says no such change."""
+    switched = _SWITCHED.match(sentence)
+    if switched:
+        old, new = switched["old"].strip(), third_person(switched["new"].strip())
+        targets = _mentioning(known, old)
+        if not targets:
+            return [
+                Operation(op="add", content=f"User uses {new}.", importance=0.75, kind="situation")
+            ]
+        return [_update(k, re.sub(re.escape(old), new, k.content, flags=re.I)) for k in targets]
+    switched_to = _SWITCHED_TO.match(sentence)
+    if switched_to and _mentioning(known, switched_to["old"]):
+        new, old = third_person(switched_to["new"].strip()), switched_to["old"].strip()
+        content = f"User has switched to {new} instead of their old {old}."
+        return [_update(k, content) for k in _mentioning(known, old)]
+    stopped = _STOPPED.match(sentence)
+    if stopped and _mentioning(known, stopped["x"]):
+        return [Operation(op="delete", target=k.fact_id) for k in _mentioning(known, stopped["x"])]
+    return None
+
+
+def _stated(sentence: str, known: Sequence[KnownFact], said_on: date | None) -> list[Operation]:
+    """The facts a sentence states: a new value of a known thing updates it (keeping its
+    kind, and so its half-life), anything else is added."""
+    ops = []
+    for fact in facts_from_text(sentence, said_on):
+        key = _key(fact.content)
+        same = [k for k in known if key is not None and _key(k.content) == key]
+        if same and same[0].content != fact.content:
+            ops.append(
+                _update(same[0], fact.content).model_copy(update={"importance": fact.importance})
             )
-            continue
-        for fact in facts_from_text(sentence, said_on):
-            key = _key(fact.content)
-            same = [k for k in known if key is not None and _key(k.content) == key]
-            if same and same[0].content != fact.content:
-                # a new value of the same thing: it keeps the kind (and so the half-life) of
-                # the value it replaces
-                ops.append(
-                    Operation(
-                        op="update",
-                        target=same[0].fact_id,
-                        content=fact.content,
-                        importance=fact.importance,
-                        kind=same[0].kind,
-                    )
+        else:
+            ops.append(
+                Operation(
+                    op="add", content=fact.content, importance=fact.importance, kind=fact.kind
                 )
-            else:
-                ops.append(
-                    Operation(
-                        op="add", content=fact.content, importance=fact.importance, kind=fact.kind
-                    )
-                )
+            )
     return ops
 
 
