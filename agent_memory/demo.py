@@ -121,62 +121,8 @@ async def run(console: Console, settings: Settings) -> int:
             agent_id="demo-agent",
             workflow_id=f"demo-{int(time.time() * 1000)}",
         )
-        thread: RunnableConfig = {"configurable": {"thread_id": scope.workflow_id}}
-        out1 = await app.ainvoke(_turn(scope, TURN_1), thread)
-        injected1 = out1["working_memory"]["injected_facts"]
-        demo.step(
-            f'Turn 1: "{TURN_1[:32]}..."',
-            not injected1 and bool(out1["messages"][-1].content),
-            f"Injected facts: {len(injected1)} (first turn, empty)",
-            f"AI: {out1['messages'][-1].content}",
-        )
-
-        summary = await manager.consolidate(scope)
-        demo.step(
-            "Consolidating episodes (Prefect flow)...",
-            summary["completed"] == 1 and summary["facts_created"] > 0,
-            f"Facts created: {summary['facts_created']} (extractor: {summary['extractor']})",
-        )
-
-        out2 = await app.ainvoke(_turn(scope, TURN_2), thread)
-        injected2 = out2["working_memory"]["injected_facts"]
-        history = out2["working_memory"]["history"]
-        carried = len(out2["messages"]) - 2  # the thread's messages before this turn
-        reply = str(out2["messages"][-1].content)
-        demo.step(
-            f'Turn 2: "{TURN_2[:32]}..."',
-            bool(injected2) and bool(history) and carried == 2,
-            f"In-context: {carried} earlier messages of the thread, from the checkpointer",
-            f"Semantic: {len(injected2)} facts from turn 1, ranked by relevance to the question",
-            *(f"  • {f}" for f in injected2),
-            f"Episodic: {len(history)} earlier conversation(s)",
-            *(f"  • {h['occurred_at'][:10]}: {h['summary']}" for h in history),
-            f"AI: {reply}",
-        )
-
-        uses_memory = settings.llm.offline is False or any(
-            word in reply for word in ("Python", "SAP", "async", "PostgreSQL")
-        )
-        demo.step(
-            "Verifying memory injection...",
-            bool(injected2) and uses_memory,
-            "turn 2's reply draws on facts from turn 1",
-        )
-
-        known = await manager.facts(scope)
-        before = [round(f.importance, 2) for f in known]
-        later = today() + timedelta(days=10)
-        report = await manager.decay(scope, as_of=later)
-        after = [round(f.importance, 2) for f in await manager.facts(scope, on=later)]
-        # each fact halves once per half-life of its kind (a year for who the user is)
-        expected = [round(f.importance * 2 ** (-10 / (f.half_life or 1)), 2) for f in known]
-        demo.step(
-            "Testing decay (as of 10 days later)...",
-            after == expected and bool(before),
-            f"Before: {before}",
-            f"After:  {after}",
-            f"purged {report['purged']}, {report['expiring_within_7_days']} expiring within 7 days",
-        )
+        await _two_turns(demo, manager, app, scope, offline=settings.llm.offline)
+        await _decay(demo, manager, scope)
     finally:
         await stack.aclose()
         await manager.close()
@@ -186,3 +132,68 @@ async def run(console: Console, settings: Settings) -> int:
     else:
         console.print("[green]All steps passed.[/]")
     return len(demo.failures)
+
+
+async def _two_turns(
+    demo: Demo, manager: MemoryManager, app: Any, scope: Scope, *, offline: bool
+) -> None:
+    """Turn 1, consolidation, turn 2 with every tier of memory, and whether its reply used
+    what turn 1 said."""
+    thread: RunnableConfig = {"configurable": {"thread_id": scope.workflow_id}}
+    out1 = await app.ainvoke(_turn(scope, TURN_1), thread)
+    injected1 = out1["working_memory"]["injected_facts"]
+    demo.step(
+        f'Turn 1: "{TURN_1[:32]}..."',
+        not injected1 and bool(out1["messages"][-1].content),
+        f"Injected facts: {len(injected1)} (first turn, empty)",
+        f"AI: {out1['messages'][-1].content}",
+    )
+
+    summary = await manager.consolidate(scope)
+    demo.step(
+        "Consolidating episodes (Prefect flow)...",
+        summary["completed"] == 1 and summary["facts_created"] > 0,
+        f"Facts created: {summary['facts_created']} (extractor: {summary['extractor']})",
+    )
+
+    out2 = await app.ainvoke(_turn(scope, TURN_2), thread)
+    injected2 = out2["working_memory"]["injected_facts"]
+    history = out2["working_memory"]["history"]
+    carried = len(out2["messages"]) - 2  # the thread's messages before this turn
+    reply = str(out2["messages"][-1].content)
+    demo.step(
+        f'Turn 2: "{TURN_2[:32]}..."',
+        bool(injected2) and bool(history) and carried == 2,
+        f"In-context: {carried} earlier messages of the thread, from the checkpointer",
+        f"Semantic: {len(injected2)} facts from turn 1, ranked by relevance to the question",
+        *(f"  • {f}" for f in injected2),
+        f"Episodic: {len(history)} earlier conversation(s)",
+        *(f"  • {h['occurred_at'][:10]}: {h['summary']}" for h in history),
+        f"AI: {reply}",
+    )
+    uses_memory = offline is False or any(
+        word in reply for word in ("Python", "SAP", "async", "PostgreSQL")
+    )
+    demo.step(
+        "Verifying memory injection...",
+        bool(injected2) and uses_memory,
+        "turn 2's reply draws on facts from turn 1",
+    )
+
+
+async def _decay(demo: Demo, manager: MemoryManager, scope: Scope) -> None:
+    """Decay as of ten days later: each fact halves once per half-life of its kind."""
+    known = await manager.facts(scope)
+    before = [round(f.importance, 2) for f in known]
+    later = today() + timedelta(days=10)
+    report = await manager.decay(scope, as_of=later)
+    after = [round(f.importance, 2) for f in await manager.facts(scope, on=later)]
+    # (a year for who the user is)
+    expected = [round(f.importance * 2 ** (-10 / (f.half_life or 1)), 2) for f in known]
+    demo.step(
+        "Testing decay (as of 10 days later)...",
+        after == expected and bool(before),
+        f"Before: {before}",
+        f"After:  {after}",
+        f"purged {report['purged']}, {report['expiring_within_7_days']} expiring within 7 days",
+    )

@@ -97,8 +97,11 @@ def migrate(
 def tenant_scope(conn: psycopg.Connection[Any]) -> str | None:
     """The scope key the connection's role is confined to (sql/0016_tenants.sql); None when
     it is not a tenant's (or the schema has no tenant mode yet)."""
+    # a superuser is a member of every role, the tenants' group too, and schemas before
+    # version 28 took it for a tenant of no scope: it is the owner, who migrates
     row = conn.execute(
         "SELECT to_regprocedure('agent_memory.tenant_scope()') IS NOT NULL"
+        " AND NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = session_user)"
     ).fetchone()
     if not row or not row[0]:
         return None
