@@ -125,7 +125,11 @@ def run_sync(conn: psycopg.Connection[Any], steps: Steps[T]) -> T:
                         _ids(cur.fetchone(), value)
             else:
                 query, params, raw = _statement(step)
-                cur = (psycopg.RawCursor(conn) if raw else conn.cursor()).execute(query, params)
+                cur: psycopg.Cursor[Any]
+                if raw:
+                    cur = psycopg.RawCursor(conn).execute(query, params)
+                else:
+                    cur = conn.execute(query, params)
                 rows = cur.fetchall() if step.get in ("all", "one") else None
                 value = _value(step.get, cur.rowcount, rows)
         except Exception as exc:  # the body decides: thrown in at its yield
@@ -155,8 +159,11 @@ async def run_async(conn: psycopg.AsyncConnection[Any], steps: Steps[T]) -> T:
                         _ids(await cur.fetchone(), value)
             else:
                 query, params, raw = _statement(step)
-                acur = psycopg.AsyncRawCursor(conn) if raw else conn.cursor()
-                await acur.execute(query, params)
+                acur: psycopg.AsyncCursor[Any]
+                if raw:
+                    acur = await psycopg.AsyncRawCursor(conn).execute(query, params)
+                else:
+                    acur = await conn.execute(query, params)
                 rows = await acur.fetchall() if step.get in ("all", "one") else None
                 value = _value(step.get, acur.rowcount, rows)
         except Exception as exc:  # the body decides: thrown in at its yield
