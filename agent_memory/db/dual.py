@@ -117,12 +117,12 @@ def run_sync(conn: psycopg.Connection[Any], steps: Steps[T]) -> T:
                 with conn.transaction():
                     value = run_sync(conn, step.steps)
             elif step.get == "ids":
-                with conn.transaction(), conn.cursor() as cur:
-                    cur.executemany(step.query, step.params, returning=True)
+                with conn.transaction(), conn.cursor() as many:
+                    many.executemany(step.query, step.params, returning=True)
                     value = []
-                    _ids(cur.fetchone(), value)
-                    while cur.nextset():
-                        _ids(cur.fetchone(), value)
+                    _ids(many.fetchone(), value)
+                    while many.nextset():
+                        _ids(many.fetchone(), value)
             else:
                 query, params, raw = _statement(step)
                 cur: psycopg.Cursor[Any]
