@@ -18,6 +18,12 @@ class ConfigurationError(AgentMemoryError, ValueError):
     """A setting is missing or has a value that cannot work."""
 
 
+class SettingsError(ConfigurationError):
+    """A setting's value cannot be read: the message names its environment variable (or the
+    settings class and field, when the value was passed in code), the value (never a secret's)
+    and what was expected, on one line."""
+
+
 class InvalidScopeError(AgentMemoryError, ValueError):
     """A scope part (user_id, agent_id, workflow_id) is not a storable identifier."""
 

@@ -7,10 +7,11 @@ import os
 import sys
 from collections.abc import Mapping
 from datetime import date
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from agent_memory.models import Scope
@@ -94,8 +95,14 @@ def _settings() -> Settings:
 
 
 def _fail(exc: Exception) -> typer.Exit:
-    errors.print(f"[red]error:[/] {exc}", highlight=False)
+    errors.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
     return typer.Exit(2)
+
+
+def fail_on_setting(exc: Exception) -> NoReturn:
+    """End the command on a bad setting: one line on stderr, exit 2, no traceback."""
+    errors.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
+    raise SystemExit(2)
 
 
 def _end_run(title: str, summary: Mapping[str, Any], line: str) -> None:
