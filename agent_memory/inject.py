@@ -1,6 +1,6 @@
 """What inject gives back, and how: the plan of one inject (its ranking, question and day), the
 ranked facts, the relevant past messages, and the frame that puts them in context; and the
-search of past conversations. :class:`~agent_memory.manager.MemoryManager` is built on it.
+search of past conversations. `agent_memory.manager.MemoryManager` is built on it.
 """
 
 from __future__ import annotations
@@ -197,7 +197,7 @@ class Injector(Searcher):
     async def search(self, scope: Scope, query: str, *, limit: int = 10) -> list[ScoredFact]:
         """``scope``'s current facts that match ``query`` (and those of the levels of memory it
         reads, AGENT_MEMORY_SHARE), best first, ranked as inject ranks
-        them (by full text and by meaning, see :mod:`agent_memory.db.recall`) but over every
+        them (by full text and by meaning, see `agent_memory.db.recall`) but over every
         current fact, however faded; facts that do not match are left out. Reading them does
         not reinforce them.
 
@@ -263,11 +263,11 @@ class Injector(Searcher):
 
         With ``AGENT_MEMORY_INJECT_RANKING=hybrid`` (the default) the facts most relevant to
         ``query`` (the latest user message) by full text and by meaning, importance and recency
-        ordering comparable matches (see :mod:`agent_memory.db.recall`); with no query, the most
+        ordering comparable matches (see `agent_memory.db.recall`); with no query, the most
         important and recent. With ``importance``, the most important facts whatever is asked.
         ``on``: the day to evaluate decay on (default today). With a read replica
         (``AGENT_MEMORY_READ_DATABASE_URL``) it reads there while the replica keeps up, and
-        writes (reinforcement) on the primary: see :mod:`agent_memory.replica`.
+        writes (reinforcement) on the primary: see `agent_memory.replica`.
         """
         plan = self._plan(scope, query, on)
         if self._wants_vector(plan):
@@ -367,7 +367,7 @@ class Injector(Searcher):
     def inject_sync(
         self, scope: Scope, *, query: str | None = None, on: date | None = None
     ) -> WorkingMemoryFrame:
-        """:meth:`inject` for sync code."""
+        """`inject` for sync code."""
         plan = self._plan(scope, query, on)
         if self._wants_vector(plan):
             self._by_meaning(plan, self._queries.embed_sync(plan.params["text"]))

@@ -12,7 +12,7 @@ Example::
 
 The nodes work in async graphs (``ainvoke``) and sync graphs (``invoke``): each has an async and
 a sync implementation over the same SQL. Consolidation and decay normally run on Prefect
-schedules (``agent-memory serve``); :meth:`consolidate` and :meth:`decay` run the same flows now.
+schedules (``agent-memory serve``); `consolidate` and `decay` run the same flows now.
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ class MemoryManager(Injector, Management, Indexing):
         settings: Settings | None = None,
         migrate: bool = True,
     ) -> MemoryManager:
-        """:meth:`create` for code without an event loop (sync graphs, scripts)."""
+        """`create` for code without an event loop (sync graphs, scripts)."""
         settings = cls._prepare(database_url, settings)
         database = resolve(settings.db)
         if migrate:
@@ -150,7 +150,7 @@ class MemoryManager(Injector, Management, Indexing):
     def checkpointer_sync(
         self, schema: str = "agent_memory_checkpoints"
     ) -> AbstractContextManager[PostgresSaver]:
-        """:meth:`checkpointer` for sync graphs (a ``PostgresSaver``)."""
+        """`checkpointer` for sync graphs (a ``PostgresSaver``)."""
         from agent_memory.checkpoints import checkpointer
 
         return checkpointer(self.database.dsn, schema)
@@ -240,7 +240,7 @@ class MemoryManager(Injector, Management, Indexing):
         """Store a conversation as one episode; returns its id (None when there are no messages).
 
         Everything is validated before the single INSERT, so a bad message raises a clear error
-        and stores nothing. Its sentences are indexed a moment later (:meth:`index_pending`).
+        and stores nothing. Its sentences are indexed a moment later (`index_pending`).
         """
         if not messages:
             return None
@@ -353,7 +353,7 @@ class MemoryManager(Injector, Management, Indexing):
         """Run the Prefect consolidation flow now (all pending scopes, or just ``scope``); its
         summary says which scopes failed, if any.
 
-        With :meth:`decay`, the one place the library reaches up to ``agent_memory_flows`` (the
+        With `decay`, the one place the library reaches up to ``agent_memory_flows`` (the
         documented exception of the layer contract); it imports Prefect on first call.
         """
         from agent_memory_flows.consolidation import ConsolidationParams, consolidation_flow

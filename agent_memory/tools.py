@@ -18,6 +18,7 @@ Example::
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -116,7 +117,16 @@ def memory_tools(manager: MemoryManager) -> list[BaseTool]:
             return _forgotten(fact_id, fact_edits.forget_sync(conn, levels(config), fact_id))
 
     return [
-        StructuredTool.from_function(func=remember, coroutine=aremember, name="remember"),
-        StructuredTool.from_function(func=recall, coroutine=arecall, name="recall"),
-        StructuredTool.from_function(func=forget, coroutine=aforget, name="forget"),
+        _tool(remember, aremember),
+        _tool(recall, arecall),
+        _tool(forget, aforget),
     ]
+
+
+def _tool(func: Callable[..., str], coroutine: Callable[..., Awaitable[str]]) -> BaseTool:
+    """A tool named after ``func`` and described by its docstring on one line: the model reads
+    the description, and a docstring's line breaks and indentation are not words."""
+    description = " ".join((func.__doc__ or "").split())
+    return StructuredTool.from_function(
+        func=func, coroutine=coroutine, name=func.__name__, description=description
+    )

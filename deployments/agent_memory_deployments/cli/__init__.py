@@ -23,7 +23,9 @@ from agent_memory_deployments.cli import scopes  # noqa: F401
 from agent_memory_deployments.cli import levels  # noqa: F401
 
 # isort: on
-from agent_memory_deployments.cli._app import app, console, fail_on_setting
+from agent_memory_deployments.cli._app import app, console, fail_on_setting, plain_helps
+
+plain_helps(app)
 
 __all__ = ["app", "console", "main"]
 
@@ -62,6 +64,6 @@ def main() -> None:
     try:
         if not _asks_for_help(sys.argv[1:]):
             get_settings()
-        app()
+        app(prog_name="agent-memory")
     except SettingsError as exc:
         fail_on_setting(exc)

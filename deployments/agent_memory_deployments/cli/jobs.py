@@ -34,7 +34,7 @@ async def _jobs(settings: Settings, status: str | None, limit: int) -> list[Any]
 
 JOB_STATUSES = get_args(JobStatus)
 StatusOpt = Annotated[str | None, typer.Option(help=f"one of {', '.join(JOB_STATUSES)}")]
-LimitOpt = Annotated[int, typer.Option(min=1, max=10_000)]
+LimitOpt = Annotated[int, typer.Option(min=1, max=10_000, help="jobs to show at most")]
 # characters of a job's error in the table: its cause, which the error leads with (the whole
 # error is in the job row)
 _ERROR_WIDTH = 80

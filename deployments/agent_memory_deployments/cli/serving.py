@@ -23,18 +23,23 @@ def serve(
     host: Annotated[
         str, typer.Option(help="where to start a Prefect server if none is set")
     ] = "127.0.0.1",
-    port: Annotated[int, typer.Option(min=1, max=65535)] = 4200,
+    port: Annotated[
+        int, typer.Option(min=1, max=65535, help="the port of the Prefect server it starts")
+    ] = 4200,
     prefect_database_url: Annotated[
         str | None,
         typer.Option(
             envvar="PREFECT_API_DATABASE_CONNECTION_URL",
+            show_envvar=False,  # the description names it: the options box cuts a long name
             help="a PostgreSQL (with pg_trgm) for the started server's state; default SQLite",
         ),
     ] = None,
 ) -> None:
     """Serve the hourly consolidation and daily decay schedules (no worker, no Docker).
 
-    Uses the Prefect server at PREFECT_API_URL, or starts one on HOST:PORT (UI included).
+    Uses the Prefect server at PREFECT_API_URL, or starts one on HOST:PORT (UI included),
+    which keeps its state in SQLite, or in the PostgreSQL of --prefect-database-url (or of
+    the variable PREFECT_API_DATABASE_CONNECTION_URL).
     """
     _private_defaults()
     server = None
