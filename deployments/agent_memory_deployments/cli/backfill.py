@@ -110,6 +110,7 @@ def backfill_import(
                 conn,
                 path,
                 on_error=on_error.value,
+                skip_is="--on-error skip",  # the refusal names this command's option
                 max_bytes=settings.memory.max_episode_bytes,
                 progress=lambda done: bar.update(task, completed=done),
             )
@@ -161,6 +162,7 @@ def backfill_checkpoints(
                 source,
                 pattern=thread_pattern,
                 on_error=on_error.value,
+                skip_is="--on-error skip",  # the refusal names this command's option
                 max_bytes=settings.memory.max_episode_bytes,
             )
     except AgentMemoryError as exc:
