@@ -1,10 +1,10 @@
-"""What the parts of a :class:`~agent_memory.manager.MemoryManager` share: its settings, its
+"""What the parts of a `agent_memory.manager.MemoryManager` share: its settings, its
 database, the primary's connection pools, the read replica's (when
 ``AGENT_MEMORY_READ_DATABASE_URL`` names one), the embedder of questions on the hot path, and
 what is known of each scope's nearest-neighbour indexes.
 
 Each part (inject, the searches, recording, indexing, management, the Store, the tools) takes
-a :class:`Backend` in its constructor; none of them knows the manager. Example::
+a `Backend` in its constructor; none of them knows the manager. Example::
 
     backend = Backend.open(settings, database)
     pool = await backend.apool()

@@ -221,12 +221,14 @@ def import_jsonl(
     on_error: OnError = "reject",
     max_bytes: int = 8 * 1024 * 1024,
     progress: Callable[[int], None] | None = None,
+    skip_is: str = "on_error='skip'",
 ) -> ImportReport:
     """Import a JSON Lines file as episodes, in one transaction.
 
     ``on_error="reject"``: the first bad line raises :class:`BackfillError` (naming it) and
     nothing is imported. ``"skip"``: bad lines are listed in the report, the rest is imported.
-    ``progress`` is called with the bytes read so far.
+    ``progress`` is called with the bytes read so far; ``skip_is`` is how the caller's user
+    asks for skipping (the command line says ``--on-error skip``), named in the refusal.
     """
     if on_error not in ("skip", "reject"):
         raise BackfillError(f"on_error {on_error!r} is not 'skip' or 'reject'")
@@ -247,7 +249,7 @@ def import_jsonl(
             if isinstance(item, BadLine):
                 if on_error == "reject":
                     raise BackfillError(
-                        f"{path}, {item}; nothing was imported (use on_error='skip' to import "
+                        f"{path}, {item}; nothing was imported (use {skip_is} to import "
                         "the other lines)"
                     )
                 report.bad.append(item)
@@ -311,6 +313,7 @@ def import_checkpoints(
     on_error: OnError = "reject",
     max_bytes: int = 8 * 1024 * 1024,
     progress: Callable[[int], None] | None = None,
+    skip_is: str = "on_error='skip'",
 ) -> ImportReport:
     """Import the conversations of a LangGraph PostgreSQL checkpointer (``PostgresSaver``) as
     episodes, one per thread: the messages of its latest checkpoint, at that checkpoint's time.
@@ -359,7 +362,9 @@ def import_checkpoints(
             except (ValueError, AgentMemoryError) as exc:
                 bad = BadLine(n, str(exc), thread=thread)
                 if on_error == "reject":
-                    raise BackfillError(f"{bad}; nothing was imported") from None
+                    raise BackfillError(
+                        f"{bad}; nothing was imported (use {skip_is} to import the other threads)"
+                    ) from None
                 report.bad.append(bad)
                 continue
             metadata: dict[str, Any] = {

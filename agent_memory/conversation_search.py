@@ -1,7 +1,7 @@
 """Searching a scope's past conversations by relevance (the episodic tier): on its own
-(:meth:`ConversationSearch.search_conversations`) and beside an inject's ranking, on a second
+(`ConversationSearch.search_conversations`) and beside an inject's ranking, on a second
 pooled connection when one is free, with the scope's own nearest-neighbour index when it has
-one. (The search of facts is :mod:`agent_memory.fact_search`.)
+one. (The search of facts is `agent_memory.fact_search`.)
 """
 
 from __future__ import annotations

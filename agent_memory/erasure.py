@@ -1,20 +1,20 @@
-"""Erasing a person, or one scope: the one entry point, :func:`erase`, and what it returns.
+"""Erasing a person, or one scope: the one entry point, `erase`, and what it returns.
 
-Whose scopes: :class:`Selection`. A person (``Selection.person("alex")``) is every scope whose
+Whose scopes: `Selection`. A person (``Selection.person("alex")``) is every scope whose
 ``user_id`` is theirs, whatever its agent or workflow, narrowed by an ``agent_id`` or
 ``workflow_id`` where given; ``Selection.of(scope)`` is that scope alone (what
 ``MemoryManager.erase(scope)`` always did).
 
 Whose checkpoint threads: a LangGraph thread belongs to the scope it carries, read as the
-memory nodes read it (:func:`agent_memory.graph.scope_from`): the ``user_id`` / ``agent_id`` /
+memory nodes read it (`agent_memory.graph.scope_from`): the ``user_id`` / ``agent_id`` /
 ``workflow_id`` of its state, else those of its configuration (``configurable``, which
 LangGraph copies into every checkpoint's metadata); a thread carrying several takes the first.
 A thread carrying none belongs to the scope its id maps to, as ``agent-memory backfill
 checkpoints`` maps ids (a thread id is a ``user_id``, or ``thread_pattern``).
 
-:func:`erase` removes every selected scope's rows and threads in one transaction (a record per
+`erase` removes every selected scope's rows and threads in one transaction (a record per
 scope in ``agent_memory.erasures``, without content), then vacuums the tables it touched
-(:mod:`agent_memory.db.vacuum`) and returns an :class:`ErasureSummary` listing each scope.
+(`agent_memory.db.vacuum`) and returns an `ErasureSummary` listing each scope.
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ from agent_memory.models import SCOPE_FIELDS, Scope
 
 @dataclass(frozen=True)
 class Selection:
-    """The scopes an erasure or export takes: a person's (:meth:`person`) or one
-    (:meth:`of`)."""
+    """The scopes an erasure or export takes: a person's (`person`) or one
+    (`of`)."""
 
     scope: Scope
     exact: bool = False
@@ -173,7 +173,7 @@ STATISTICS = ("pg_catalog", "pg_statistic")
 def touched(scopes: Iterable[ErasedScope], checkpoint_schema: str) -> list[tuple[str, str]]:
     """The (schema, table) pairs an erasure deleted rows from, to vacuum: with the full-text
     counts, which the deletions of facts and messages change through triggers, and the
-    planner's statistics (:data:`STATISTICS`)."""
+    planner's statistics (`STATISTICS`)."""
     tables = {"term_counts"}
     for erased in scopes:
         tables.update(table for table, count in erased.removed.items() if count)
@@ -193,8 +193,8 @@ async def erase(
 ) -> ErasureSummary:
     """Erase every scope of ``selection`` and its checkpoint threads in one transaction (a
     record per scope in ``agent_memory.erasures``), then vacuum the tables it touched (those up
-    to ``rewrite_max_bytes`` rewritten: see :mod:`agent_memory.db.vacuum`). A selection memory
-    holds nothing about raises :class:`UnknownScopeError`, naming it, and writes nothing.
+    to ``rewrite_max_bytes`` rewritten: see `agent_memory.db.vacuum`). A selection memory
+    holds nothing about raises `UnknownScopeError`, naming it, and writes nothing.
 
     Example::
 

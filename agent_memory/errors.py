@@ -1,6 +1,6 @@
 """The exceptions agent-memory raises.
 
-Every error derives from :class:`AgentMemoryError` and from the builtin it behaves like, so
+Every error derives from `AgentMemoryError` and from the builtin it behaves like, so
 callers can catch either. Messages name the bad value (never a secret).
 """
 
@@ -16,6 +16,12 @@ class AgentMemoryError(Exception):
 
 class ConfigurationError(AgentMemoryError, ValueError):
     """A setting is missing or has a value that cannot work."""
+
+
+class SettingsError(ConfigurationError):
+    """A setting's value cannot be read: the message names its environment variable (or the
+    settings class and field, when the value was passed in code), the value (never a secret's)
+    and what was expected, on one line."""
 
 
 class InvalidScopeError(AgentMemoryError, ValueError):
@@ -115,7 +121,7 @@ class ScopesFailedError(AgentMemoryError, RuntimeError):
 
 class StepError(AgentMemoryError, RuntimeError):
     """A pipeline step's failure as the orchestrator is told it: the error's class, size and
-    hash, never its words (:func:`agent_memory.pseudonyms.summarise`). ``error`` is the
+    hash, never its words (`agent_memory.pseudonyms.summarise`). ``error`` is the
     failure itself, for this process's retry policy; it is neither chained nor pickled."""
 
     def __init__(self, message: str, error: BaseException | None = None) -> None:

@@ -1,6 +1,6 @@
-"""Searching a scope's facts by relevance (:meth:`FactSearch.search`), as inject ranks them
+"""Searching a scope's facts by relevance (`FactSearch.search`), as inject ranks them
 but over every current fact, reading on the replica when there is one. (The search of past
-conversations is :mod:`agent_memory.conversation_search`.)"""
+conversations is `agent_memory.conversation_search`.)"""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ class FactSearch:
     async def search(self, scope: Scope, query: str, *, limit: int = 10) -> list[ScoredFact]:
         """``scope``'s current facts that match ``query`` (and those of the levels of memory it
         reads, AGENT_MEMORY_SHARE), best first, ranked as inject ranks
-        them (by full text and by meaning, see :mod:`agent_memory.db.recall`) but over every
+        them (by full text and by meaning, see `agent_memory.db.recall`) but over every
         current fact, however faded; facts that do not match are left out. Reading them does
         not reinforce them.
 

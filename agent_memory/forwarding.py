@@ -1,5 +1,5 @@
 """Explicit forwarding of a public method to the part that implements it: the
-:class:`~agent_memory.manager.MemoryManager` is one object for its callers, and each thing it
+`agent_memory.manager.MemoryManager` is one object for its callers, and each thing it
 does lives in a part of its own (``inject = forward("_injector", Injector.inject)``).
 
 On an instance, a forwarded name is the part's bound method itself (no extra call on the hot

@@ -1,12 +1,12 @@
 """Indexing recorded conversations for the search, off the agent's path.
 
-A record only queues its episode (sql/0026_snippet_queue.sql); :meth:`Indexing.index_pending`
+A record only queues its episode (sql/0026_snippet_queue.sql); `Indexing.index_pending`
 makes the snippets of the queued episodes (their sentences, as the search reads them), and the
 manager calls it itself ``AGENT_MEMORY_INDEX_AFTER_S`` seconds after a record, in the background
-(:class:`IndexLater`), so a record never waits for it and a burst of turns is indexed in a few
+(`IndexLater`), so a record never waits for it and a burst of turns is indexed in a few
 statements. The consolidation flow drains the queue too, before it loads episodes, and so does
 ``agent-memory index``. Until then a search reads a waiting episode's sentences from its
-messages (:mod:`agent_memory.db.snippets`).
+messages (`agent_memory.db.snippets`).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ class Indexing:
             return await snippet_queue.drain(conn, None if scope is None else [scope])
 
     def index_pending_sync(self, scope: Scope | None = None) -> int:
-        """:meth:`index_pending` for code without an event loop."""
+        """`index_pending` for code without an event loop."""
         with self._backend.spool().connection() as conn:
             return snippet_queue.drain_sync(conn, None if scope is None else [scope])
 
@@ -73,7 +73,7 @@ class IndexLater:
 
     @classmethod
     def of(cls, indexing: Indexing, delay_s: float) -> IndexLater:
-        """The background drains of ``indexing``'s :meth:`~Indexing.index_pending`."""
+        """The background drains of ``indexing``'s `Indexing.index_pending`."""
         return cls(delay_s, indexing.index_pending, indexing.index_pending_sync)
 
     def soon(self) -> None:
@@ -139,7 +139,7 @@ class IndexLater:
         await asyncio.to_thread(self._join)
 
     def stop_sync(self) -> None:
-        """:meth:`stop` without an event loop."""
+        """`stop` without an event loop."""
         self._stopped.set()
         for loop, task in list(self._tasks.values()):
             if not loop.is_closed():

@@ -1,6 +1,6 @@
 """What inject gives back, and how: the plan of one inject (its ranking, question and day), the
-ranked facts, the relevant past messages (searched by :mod:`agent_memory.conversation_search`),
-and the frame that puts them in context. A part of :class:`~agent_memory.manager.MemoryManager`.
+ranked facts, the relevant past messages (searched by `agent_memory.conversation_search`),
+and the frame that puts them in context. A part of `agent_memory.manager.MemoryManager`.
 """
 
 from __future__ import annotations
@@ -209,11 +209,11 @@ class Injector:
 
         With ``AGENT_MEMORY_INJECT_RANKING=hybrid`` (the default) the facts most relevant to
         ``query`` (the latest user message) by full text and by meaning, importance and recency
-        ordering comparable matches (see :mod:`agent_memory.db.recall`); with no query, the most
+        ordering comparable matches (see `agent_memory.db.recall`); with no query, the most
         important and recent. With ``importance``, the most important facts whatever is asked.
         ``on``: the day to evaluate decay on (default today). With a read replica
         (``AGENT_MEMORY_READ_DATABASE_URL``) it reads there while the replica keeps up, and
-        writes (reinforcement) on the primary: see :mod:`agent_memory.replica`.
+        writes (reinforcement) on the primary: see `agent_memory.replica`.
         """
         plan = self._plan(scope, query, on)
         if self._wants_vector(plan):
@@ -314,7 +314,7 @@ class Injector:
     def inject_sync(
         self, scope: Scope, *, query: str | None = None, on: date | None = None
     ) -> WorkingMemoryFrame:
-        """:meth:`inject` for sync code."""
+        """`inject` for sync code."""
         plan = self._plan(scope, query, on)
         if self._wants_vector(plan):
             self._by_meaning(plan, self._queries.embed_sync(plan.params["text"]))

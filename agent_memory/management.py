@@ -1,7 +1,7 @@
 """Managing what memory holds about a person: facts added, corrected and forgotten by hand
 (history kept), export (one JSON document), erasure (one transaction, with a record of it
 that keeps no content) and tenant roles. A part of
-:class:`~agent_memory.manager.MemoryManager`."""
+`agent_memory.manager.MemoryManager`."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ class Management:
         checkpoint_schema: str = CHECKPOINT_SCHEMA,
         rewrite_max_bytes: int = DEFAULT_REWRITE_MAX_BYTES,
     ) -> dict[str, int]:
-        """Erase everything memory holds about exactly ``scope`` (:meth:`erase_user` takes
+        """Erase everything memory holds about exactly ``scope`` (`erase_user` takes
         every scope of a person): its episodes, facts (superseded ones too) with their sources,
         vectors, message index, cached model answers, its Store items (memories and
         documents), job rows with their errors, failure streak, summaries, decay runs,
@@ -63,11 +63,11 @@ class Management:
         configuration names the scope, and those whose id maps to it as ``agent-memory
         backfill checkpoints`` maps them: ``thread_pattern``, or a thread id as the
         ``user_id``). One transaction, then the touched tables are vacuumed (see
-        :func:`agent_memory.erasure.erase`); what stays is a record in
+        `agent_memory.erasure.erase`); what stays is a record in
         ``agent_memory.erasures``: when, the SHA-256 of the scope's label, and how many rows of
         each kind went (the counts returned, with ``prefect_*``: what went from Prefect's
         database, when one is in use). A scope memory holds nothing about raises
-        :class:`UnknownScopeError`, naming it, and writes nothing."""
+        `UnknownScopeError`, naming it, and writes nothing."""
         summary = await erasing.erase(
             await self._apool(),
             Selection.of(scope),
@@ -89,12 +89,12 @@ class Management:
         checkpoint_schema: str = CHECKPOINT_SCHEMA,
         rewrite_max_bytes: int = DEFAULT_REWRITE_MAX_BYTES,
     ) -> ErasureSummary:
-        """Erase a person: :meth:`erase` for every scope whose user is ``user_id`` (whatever
+        """Erase a person: `erase` for every scope whose user is ``user_id`` (whatever
         its agent or workflow; only ``agent_id`` / ``workflow_id``'s where given), with every
         checkpoint thread whose state or configuration names one of them (or whose id maps to
         one), in one transaction. The summary lists each scope erased with its counts and
         threads, and what became of the touched tables' files. A person memory holds nothing
-        about raises :class:`UnknownScopeError`, naming them, and writes nothing.
+        about raises `UnknownScopeError`, naming them, and writes nothing.
 
         Example::
 
@@ -123,7 +123,7 @@ class Management:
         scope's memory namespace by the setting ``store_namespace``. It reads the facts of the
         levels of memory its scope reads under ``share`` (as set now: run this again after
         changing it), and writes its own scope's only.
-        Raises :class:`ConfigurationError` where the database has no tenant group role."""
+        Raises `ConfigurationError` where the database has no tenant group role."""
         from agent_memory.store.namespaces import NamespaceTemplate
 
         # the embedded server asks every role for its password from now on
@@ -140,7 +140,7 @@ class Management:
 
     async def drop_tenant(self, scope: Scope) -> str:
         """Drop ``scope``'s tenant role (its open sessions end); the role's name. A scope with
-        none raises :class:`UnknownScopeError`."""
+        none raises `UnknownScopeError`."""
         pool = await self._apool()
         async with pool.connection() as conn, conn.transaction():
             role = await tenant_repo.drop(conn, scope)
@@ -210,8 +210,8 @@ class Management:
 
     async def forget_fact(self, fact_id: int, *, scope: Scope | None = None) -> MemoryItem:
         """Invalidate a current fact, at its own level: inject never returns it again; it is
-        kept, superseded, as history (:meth:`erase` removes a scope's facts for good). The
-        forgotten fact. ``scope``: as :meth:`update_fact`'s."""
+        kept, superseded, as history (`erase` removes a scope's facts for good). The
+        forgotten fact. ``scope``: as `update_fact`'s."""
         pool = await self._apool()
         async with pool.connection() as conn, conn.transaction():
             old = await _current(conn, fact_id, self._readable(scope))
@@ -223,12 +223,12 @@ class Management:
 
     async def export(self, scope: Scope) -> dict[str, Any]:
         """Everything memory holds about exactly ``scope`` as one JSON-ready document
-        (:meth:`export_user` covers every scope of a person): its facts, superseded ones too
+        (`export_user` covers every scope of a person): its facts, superseded ones too
         (their history: since when and until when each was true, what replaced it), each with
         the ids of the episodes it came from (its provenance), its episodes with their
         messages and summaries, oldest first, and the items of its own that were put through
         the Store (``store_items``: namespace, key, value, the fact a memory is). A scope
-        memory holds nothing about raises :class:`UnknownScopeError`, naming it."""
+        memory holds nothing about raises `UnknownScopeError`, naming it."""
         pool = await self._apool()
         async with pool.connection() as conn:
             document = await exporting.scope_document(conn, scope)
@@ -246,10 +246,10 @@ class Management:
         checkpoint_schema: str = CHECKPOINT_SCHEMA,
     ) -> dict[str, Any]:
         """Everything memory holds about a person, over the scopes and threads
-        :meth:`erase_user` would erase: ``{"user_id", "exported_at", "scopes": [one
-        :meth:`export` document per scope], "checkpoint_threads": [{"thread_id", "scope",
+        `erase_user` would erase: ``{"user_id", "exported_at", "scopes": [one
+        `export` document per scope], "checkpoint_threads": [{"thread_id", "scope",
         "values": the latest checkpoint's values (messages, working memory...)}]}``. A person
-        memory holds nothing about raises :class:`UnknownScopeError`, naming them."""
+        memory holds nothing about raises `UnknownScopeError`, naming them."""
         selection = Selection.person(user_id, agent_id, workflow_id)
         pool = await self._apool()
         async with pool.connection() as conn:

@@ -12,7 +12,7 @@ Example::
 
 The nodes work in async graphs (``ainvoke``) and sync graphs (``invoke``): each has an async and
 a sync implementation over the same SQL. Consolidation and decay normally run on Prefect
-schedules (``agent-memory serve``); :meth:`consolidate` and :meth:`decay` run the same flows now.
+schedules (``agent-memory serve``); `consolidate` and `decay` run the same flows now.
 """
 
 from __future__ import annotations
@@ -57,12 +57,12 @@ log = logging.getLogger(__name__)
 class MemoryManager:
     """Persistent memory for LangGraph agents, on PostgreSQL.
 
-    One object for its callers, made of parts over one :class:`~agent_memory.backend.Backend`
+    One object for its callers, made of parts over one `agent_memory.backend.Backend`
     (settings, pools, the read replica's, the question embedder): recording
-    (:mod:`agent_memory.recording`), inject (:mod:`agent_memory.inject`), the searches of facts
-    and of past conversations (:mod:`agent_memory.fact_search`,
-    :mod:`agent_memory.conversation_search`), indexing (:mod:`agent_memory.indexing`) and
-    management (:mod:`agent_memory.management`); its methods are theirs, forwarded.
+    (`agent_memory.recording`), inject (`agent_memory.inject`), the searches of facts
+    and of past conversations (`agent_memory.fact_search`,
+    `agent_memory.conversation_search`), indexing (`agent_memory.indexing`) and
+    management (`agent_memory.management`); its methods are theirs, forwarded.
     """
 
     def __init__(self, settings: Settings, database: Database) -> None:
@@ -134,7 +134,7 @@ class MemoryManager:
         settings: Settings | None = None,
         migrate: bool = True,
     ) -> MemoryManager:
-        """:meth:`create` for code without an event loop (sync graphs, scripts)."""
+        """`create` for code without an event loop (sync graphs, scripts)."""
         settings = cls._prepare(database_url, settings)
         database = resolve(settings.db)
         if migrate:
@@ -165,7 +165,7 @@ class MemoryManager:
     def checkpointer_sync(
         self, schema: str = "agent_memory_checkpoints"
     ) -> AbstractContextManager[PostgresSaver]:
-        """:meth:`checkpointer` for sync graphs (a ``PostgresSaver``)."""
+        """`checkpointer` for sync graphs (a ``PostgresSaver``)."""
         from agent_memory.checkpoints import checkpointer
 
         return checkpointer(self.database.dsn, schema)
@@ -227,7 +227,7 @@ class MemoryManager:
         ``namespace`` the memory namespaces' template (default: the setting
         ``store_namespace``, ``("memories", "{user_id}")``), ``ttl`` its items' TTLs (as
         ``PostgresStore``'s), the other arguments the scope parts the template leaves out.
-        See :mod:`agent_memory.store`."""
+        See `agent_memory.store`."""
         return AgentMemoryStore(
             self,
             namespace=namespace,
@@ -239,7 +239,7 @@ class MemoryManager:
 
     def tools(self) -> list[BaseTool]:
         """``remember``, ``recall`` and ``forget`` as LangChain tools for an agent; their scope
-        comes from the run's config (see :mod:`agent_memory.tools`)."""
+        comes from the run's config (see `agent_memory.tools`)."""
         return memory_tools(self._backend, self._injector)
 
     # ---- the nodes -----------------------------------------------------------------------
@@ -291,7 +291,7 @@ class MemoryManager:
         """Run the Prefect consolidation flow now (all pending scopes, or just ``scope``); its
         summary says which scopes failed, if any.
 
-        With :meth:`decay`, the one place the library reaches up to ``agent_memory_flows`` (the
+        With `decay`, the one place the library reaches up to ``agent_memory_flows`` (the
         documented exception of the layer contract); it imports Prefect on first call.
         """
         from agent_memory_flows.consolidation import ConsolidationParams, consolidation_flow

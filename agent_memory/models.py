@@ -94,7 +94,7 @@ class Scope:
 
     @property
     def level(self) -> Level:
-        """Which level of memory a fact filed under this scope belongs to (see :data:`Level`)."""
+        """Which level of memory a fact filed under this scope belongs to (see `Level`)."""
         user, agent, workflow = self.params
         if user is None:
             return "agent" if agent is not None and workflow is None else "scope"
@@ -247,7 +247,7 @@ class MemoryItem(BaseModel):
 
 class ScoredFact(MemoryItem):
     """A fact a search found, with how well it matched (higher is better; the scale is the
-    ranking's, see :mod:`agent_memory.db.recall`)."""
+    ranking's, see `agent_memory.db.recall`)."""
 
     score: float
 

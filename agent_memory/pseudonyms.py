@@ -21,6 +21,7 @@ import json
 import re
 from collections.abc import Callable, Iterable
 
+from agent_memory.causes import leading_cause
 from agent_memory.models import Scope
 
 PREFIX = "scope-"
@@ -63,8 +64,10 @@ _QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
 def summarise(error: BaseException | str) -> str:
     """``error`` without its words: ``ExtractionError <- BadRequestError (312 characters, at
     char 40, sha256 1f2e3d4c5b6a)``: its class and the classes of its causes, its size, where
-    it went wrong when the error says, and a hash. A string is taken as ``Class: message`` (how
-    job rows say an error), and the classes it names as ``Class: `` are its causes."""
+    it went wrong when the error says, and a hash; led by its cause when the error leads with
+    one of :mod:`agent_memory.causes`' phrases (``connection refused to http://...: ...``).
+    A string is taken as ``Class: message`` (how job rows say an error), and the classes it
+    names as ``Class: `` are its causes."""
     if isinstance(error, BaseException):
         kinds, text = _causes(error), str(error)
         where = _position(error)
@@ -76,7 +79,12 @@ def summarise(error: BaseException | str) -> str:
         where = ""
     digest = hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:12]
     named = " <- ".join(dict.fromkeys(kinds))
-    return f"{named} ({len(text):,} characters{where}, sha256 {digest})"
+    # the cause an error leads with is the project's words about a setting (the provider's
+    # address, a status, a deadline; agent_memory.causes), never a conversation's: it is said,
+    # first, so two failures with the same classes but different causes read differently
+    cause = leading_cause(text)
+    said = f"{named} ({len(text):,} characters{where}, sha256 {digest})"
+    return f"{cause}: {said}" if cause else said
 
 
 def unquoted(note: str) -> str:

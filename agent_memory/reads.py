@@ -1,5 +1,5 @@
 """Where inject and the searches read: on the read replica while it keeps up (see
-:mod:`agent_memory.replica`), else on the primary; and the reinforcement an inject read on the
+`agent_memory.replica`), else on the primary; and the reinforcement an inject read on the
 replica writes on the primary afterwards."""
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class Reads:
             return await read(pool, conn, True), True
 
     def run_sync(self, read: SRead[T]) -> tuple[T, bool]:
-        """:meth:`run` for sync callers. Their bound on the replica is per statement (the
+        """`run` for sync callers. Their bound on the replica is per statement (the
         server's statement timeout) and on the wait for a connection."""
         replica = self._replica
         route = replica.route() if replica is not None else "primary"

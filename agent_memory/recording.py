@@ -1,7 +1,7 @@
 """Recording conversations as episodes (one INSERT each, validated first; their sentences
-indexed a moment later, :mod:`agent_memory.indexing`), and reading the tiers back as stored: a
+indexed a moment later, `agent_memory.indexing`), and reading the tiers back as stored: a
 scope's episodes between two moments, its facts on a day. A part of
-:class:`~agent_memory.manager.MemoryManager`."""
+`agent_memory.manager.MemoryManager`."""
 
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ class Recorder:
         """Store a conversation as one episode; returns its id (None when there are no messages).
 
         Everything is validated before the single INSERT, so a bad message raises a clear error
-        and stores nothing. Its sentences are indexed a moment later (:meth:`index_pending`).
+        and stores nothing. Its sentences are indexed a moment later (`index_pending`).
         """
         if not messages:
             return None

@@ -2,19 +2,19 @@
 
 Inject, search and conversation search read there; every write goes to the primary
 (``DATABASE_URL``), including the one an inject makes after reading: the facts it used are
-reinforced (their decay clocks restarted, see :func:`agent_memory.db.recall.refresh_steps`) in a
+reinforced (their decay clocks restarted, see `agent_memory.db.recall.refresh_steps`) in a
 short statement of their own on the primary, as part of the same call. It is not skipped, so
 memory decays the same with a replica as without one; the statement computes from the
 primary's rows (once per fact and day), so nothing read on a replica that lags is written back.
 
 A read goes to the replica only while it keeps up. How far behind it is, it is asked (on the
-replica, see :mod:`agent_memory.db.replica`) by one read in ``AGENT_MEMORY_READ_LAG_CHECK_SECONDS``;
+replica, see `agent_memory.db.replica`) by one read in ``AGENT_MEMORY_READ_LAG_CHECK_SECONDS``;
 the others go where that answer sent them. Further behind than
 ``AGENT_MEMORY_READ_MAX_LAG_SECONDS``, or not streaming from its primary, the reads go to the
 primary until a later check finds it caught up. A replica that fails (cannot be reached, does not
 answer within ``AGENT_MEMORY_READ_TIMEOUT_SECONDS``, or fails a statement) costs the read that
 found out at most that deadline: the read is made again on the primary, and the replica is left
-alone for :data:`DOWN_RETRY_S` (or the check interval, if longer). Each episode (lagging, failing)
+alone for `DOWN_RETRY_S` (or the check interval, if longer). Each episode (lagging, failing)
 is logged once when it starts and once when it ends, not on every read.
 
 What it does not do: read your own writes. A fact added a moment ago (``add_fact``, the
@@ -22,7 +22,7 @@ What it does not do: read your own writes. A fact added a moment ago (``add_fact
 be missing from an inject for as long as the replica is behind (at most the bound, plus a check
 interval).
 
-Where each read goes is :class:`agent_memory.reads.Reads`'s to decide.
+Where each read goes is `agent_memory.reads.Reads`'s to decide.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ scope comes from the run's config (``config["configurable"]``'s ``user_id``, ``a
 ``workflow_id``), never from the model's arguments, so an agent cannot reach another scope.
 
 Each tool has a sync face (``func``) and an async one (``coroutine``) over the same statements
-(:mod:`agent_memory.db.fact_edits`), so they run in sync graphs (``invoke``) and async ones
+(`agent_memory.db.fact_edits`), so they run in sync graphs (``invoke``) and async ones
 (``ainvoke``) alike. What the tool cannot do (a fact with no words, a NUL character, too long;
 an unknown id) comes back to the model as the tool's answer, ``not remembered: ...``, in a few
 hundred characters at most, never as an exception that ends the agent's run.
@@ -18,6 +18,7 @@ Example::
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 from langchain_core.runnables import RunnableConfig
@@ -115,7 +116,16 @@ def memory_tools(backend: Backend, injector: Injector) -> list[BaseTool]:
             return _forgotten(fact_id, fact_edits.forget_sync(conn, levels(config), fact_id))
 
     return [
-        StructuredTool.from_function(func=remember, coroutine=aremember, name="remember"),
-        StructuredTool.from_function(func=recall, coroutine=arecall, name="recall"),
-        StructuredTool.from_function(func=forget, coroutine=aforget, name="forget"),
+        _tool(remember, aremember),
+        _tool(recall, arecall),
+        _tool(forget, aforget),
     ]
+
+
+def _tool(func: Callable[..., str], coroutine: Callable[..., Awaitable[str]]) -> BaseTool:
+    """A tool named after ``func`` and described by its docstring on one line: the model reads
+    the description, and a docstring's line breaks and indentation are not words."""
+    description = " ".join((func.__doc__ or "").split())
+    return StructuredTool.from_function(
+        func=func, coroutine=coroutine, name=func.__name__, description=description
+    )

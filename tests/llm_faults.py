@@ -4,9 +4,11 @@ faults only the marked requests, and the checks that nothing is half-written."""
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +35,25 @@ INJECTION = (
 
 
 # ---- helpers -------------------------------------------------------------------------------
+
+
+def dead_port() -> int:
+    """A loopback port with nothing listening (bound, then closed)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+@contextmanager
+def silent_server() -> Iterator[str]:
+    """The api_base of a loopback server that takes connections and never answers: it listens
+    but never accepts, so the kernel completes the handshake and takes the request, and no
+    reply ever comes (whatever the client's deadline is)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(16)
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
 
 
 @dataclass(frozen=True)
@@ -167,7 +188,8 @@ def assert_nothing_half_written(
     for user in failed:
         assert jobs[user]["status"] == "failed", jobs[user]
         assert jobs[user]["error"]
-        assert (jobs[user]["episodes"], jobs[user]["facts"]) == (0, 0)
+        # the job says the episode it held (which stays pending), and that it wrote no fact
+        assert (jobs[user]["episodes"], jobs[user]["facts"]) == (1, 0)
         assert episodes[user] == (1, 0)  # still pending: consolidated = false
     fact_users = {
         r[0]

@@ -94,9 +94,11 @@ def test_a_bad_line_rejects_the_whole_file_by_default(
     db: psycopg.Connection[Any], tmp_path: Path
 ) -> None:
     path = write(tmp_path, line(), line(occurred_at="2026-02-03T10:00:00"), line(user_id="u3"))
-    with pytest.raises(BackfillError, match=r"line 2: occurred_at .* has no time zone"):
+    with pytest.raises(BackfillError, match=r"line 2: occurred_at .* has no time zone") as bad:
         import_jsonl(db, path)
     assert count(db) == 0  # nothing half-imported, not even line 1
+    # a library user is told the library's words for skipping
+    assert str(bad.value).endswith("(use on_error='skip' to import the other lines)")
 
 
 BAD_LINES = [

@@ -87,8 +87,9 @@ def test_threads_that_do_not_fit_the_pattern_are_named(
         say(graph, "alice:support", "I prefer tea.")
         say(graph, "no-colon-here", "I prefer coffee.")
         pattern = r"(?P<user_id>[^:]+):(?P<agent_id>.+)"
-        with pytest.raises(BackfillError, match=r"thread 'no-colon-here': does not match"):
+        with pytest.raises(BackfillError, match=r"thread 'no-colon-here': does not match") as bad:
             import_checkpoints(db, database_url, pattern=pattern)
+        assert str(bad.value).endswith("(use on_error='skip' to import the other threads)")
         assert count(db) == 0  # nothing half-imported
         skipped = import_checkpoints(db, database_url, pattern=pattern, on_error="skip")
         assert skipped.inserted == 1 and [b.thread for b in skipped.bad] == ["no-colon-here"]

@@ -100,6 +100,9 @@ def test_a_bc_time_is_refused_at_import_naming_the_line_and_the_value(
     assert rejected.returncode == 2, rejected.stderr[-3000:]
     assert f"line 2: occurred_at '{BC}' is outside the times" in rejected.stderr
     assert "nothing was imported" in rejected.stderr
+    # the command's user is told the command's words for skipping, not the library's
+    assert "(use --on-error skip to import the other lines)" in rejected.stderr
+    assert "on_error" not in rejected.stderr
     no_traceback(rejected)
     assert episodes(db) == []
     skipped = agent_memory(env, "backfill", "import", str(path), "--on-error", "skip")

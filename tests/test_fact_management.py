@@ -102,3 +102,43 @@ def test_the_facts_commands_add_list_search_edit_and_forget(
     assert bad.exit_code == 2 and "content ''" in bad.output
     no_scope = run(cli.app, ["facts", "list"])
     assert no_scope.exit_code == 2
+
+
+# kinds whose half-lives differ: the fact that lasts longest (identity, 365 days) is the least
+# important today, so the order of expiry is not the order of importance
+LASTING = [
+    ("User is called Alex.", 0.7, "identity"),
+    ("User prefers email.", 0.8, "preference"),
+    ("User meets Sam on Friday.", 0.9, "plan"),
+]
+
+
+async def test_facts_are_listed_most_important_first_whatever_their_expiry(
+    manager: MemoryManager,
+) -> None:
+    for content, importance, kind in LASTING:
+        await manager.add_fact(ALEX, content, importance=importance, kind=kind)
+    listed = await manager.facts(ALEX)
+    assert [f.content for f in listed] == [c for c, _, _ in reversed(LASTING)]
+    assert [f.importance for f in listed] == sorted((f.importance for f in listed), reverse=True)
+
+
+def test_facts_list_shows_the_most_important_first(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from agent_memory_deployments import cli
+
+    monkeypatch.setenv("DATABASE_URL", database_url)
+    monkeypatch.setattr(cli.console, "width", 250)
+    run = CliRunner().invoke
+    for content, importance, kind in LASTING:
+        added = run(cli.app, ["facts", "add", content, "--user", "alex", "--kind", kind,
+                              "--importance", str(importance)])  # fmt: skip
+        assert added.exit_code == 0, added.output
+    listed = run(cli.app, ["facts", "list", "--user", "alex"])
+    assert listed.exit_code == 0, listed.output
+    shown = [line for line in listed.output.splitlines() if "User " in line]
+    importances = [float(line.split("│")[-2]) for line in shown]
+    assert importances == [0.9, 0.8, 0.7], listed.output

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +19,7 @@ import psycopg
 import pytest
 
 from agent_memory import MemoryManager, Scope
+from agent_memory.causes import origin
 from agent_memory.extraction.prompt import SYSTEM_PROMPT
 from agent_memory.settings import Settings
 from agent_memory_flows.consolidation import ConsolidationParams, consolidation_flow
@@ -36,6 +36,7 @@ from tests.llm_faults import (
     Trio,
     assert_nothing_half_written,
     consolidate,
+    dead_port,
     extract_attempts,
     facts_of,
     failures_artifact,
@@ -108,14 +109,6 @@ async def test_transient_fault_is_retried_then_succeeds(
 # ---- connection refused: every scope fails after its retries, cleanly --------------------------
 
 
-def dead_port() -> int:
-    """A loopback port with nothing listening (bound, then closed)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
-
-
 async def test_connection_refused_fails_every_scope_after_retries(
     llm_settings: Settings,
     fake_llm: FakeLLM,
@@ -133,7 +126,11 @@ async def test_connection_refused_fails_every_scope_after_retries(
     jobs = job_rows(db)
     for user in trio.users:
         error = jobs[user]["error"]
-        assert error.startswith("TransientExtractionError: LLM call to openai/test-model failed")
+        # the cause first, naming where the call went; then the call and the client's classes
+        assert error.startswith(
+            f"TransientExtractionError: connection refused to {origin(settings.llm.api_base)} "
+            "(LLM call to openai/test-model failed: "
+        ), error
         assert any(
             needle in error
             for needle in ("APIConnectionError", "InternalServerError", "Connection", "connect")

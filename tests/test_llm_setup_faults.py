@@ -13,6 +13,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from agent_memory.causes import origin
 from agent_memory.settings import Settings
 from tests.fake_llm import FakeLLM, Reply
 from tests.llm_faults import (
@@ -58,9 +59,10 @@ async def test_a_call_that_outlasts_the_timeout_is_cut_at_it_and_retried(
     assert (summary["scopes"], summary["completed"], summary["failed"]) == (3, 2, 1)
     assert handler.attempts == LLM_ATTEMPTS  # a deadline is an outage: retried, then failed
     error = job_rows(db)[trio.marked_user]["error"]
+    # the cause first, with the server it waited on, then the setting and the call
     assert error == (
-        "TransientExtractionError: LLM call to openai/test-model failed: no complete answer "
-        "within AGENT_MEMORY_LLM_TIMEOUT=1 s"
+        f"TransientExtractionError: no answer within 1 s from {origin(fake_llm.api_base)} "
+        "(AGENT_MEMORY_LLM_TIMEOUT=1; LLM call to openai/test-model failed)"
     )
     assert_nothing_half_written(db, completed=trio.calm, failed=[trio.marked_user])
 
@@ -80,19 +82,23 @@ def error_body(status: int, message: str, code: str | None = None) -> Reply:
 SETUP = {
     "key-rejected-401": (
         error_body(401, "Incorrect API key provided: sk-te***123.", "invalid_api_key"),
-        "the provider rejected the credentials (HTTP 401). Check AGENT_MEMORY_LLM_API_KEY",
+        "401 from the provider at {where}: it rejected the credentials. Check "
+        "AGENT_MEMORY_LLM_API_KEY",
     ),
     "key-forbidden-403": (
         error_body(403, "Project does not have access to model test-model"),
-        "the provider rejected the credentials (HTTP 403). Check AGENT_MEMORY_LLM_API_KEY",
+        "403 from the provider at {where}: it rejected the credentials. Check "
+        "AGENT_MEMORY_LLM_API_KEY",
     ),
     "unknown-model-404": (
         error_body(404, "The model `test-model` does not exist.", "model_not_found"),
-        "the provider does not know this model (or the endpoint). Check AGENT_MEMORY_LLM_MODEL",
+        "404 from the provider at {where}: it does not know this model (or the endpoint). "
+        "Check AGENT_MEMORY_LLM_MODEL",
     ),
     "no-credit-402": (
         error_body(402, "You exceeded your current quota."),
-        "the provider wants payment (HTTP 402)",
+        "402 from the provider at {where}: the account behind AGENT_MEMORY_LLM_API_KEY is out "
+        "of credit",
     ),
 }
 
@@ -119,8 +125,10 @@ async def test_a_setting_the_provider_refuses_fails_every_scope_at_once_naming_i
     assert 1 <= fake_llm.calls <= 3
     jobs = job_rows(db)
     for user in trio.users:
-        assert jobs[user]["error"].startswith("ExtractorSetupError: LLM call to openai/test-model")
-        assert needle in jobs[user]["error"], jobs[user]["error"]
+        # the cause leads, naming the server; the call and the client's classes follow
+        lead = "ExtractorSetupError: " + needle.format(where=origin(fake_llm.api_base))
+        assert jobs[user]["error"].startswith(lead), jobs[user]["error"]
+        assert "(LLM call to openai/test-model failed: " in jobs[user]["error"]
         assert "sk-test-SECRET-key-123" not in jobs[user]["error"]
     assert_nothing_half_written(db, completed=[], failed=trio.users)
 
@@ -143,11 +151,11 @@ async def test_no_api_key_fails_at_once_naming_the_setting_and_sends_nothing(
     assert fake_llm.calls == 0 and summary["llm_calls"] == 0  # nothing left the process
     assert extract_attempts(caplog) == {}
     for user, job in job_rows(db).items():
-        assert job["error"].startswith("ExtractorSetupError: LLM call to openai/test-model")
-        assert (
-            "no API key was given, so nothing was sent. Set AGENT_MEMORY_LLM_API_KEY "
-            "(or OPENAI_API_KEY)." in job["error"]
+        assert job["error"].startswith(
+            "ExtractorSetupError: no API key was given, so nothing was sent. Set "
+            "AGENT_MEMORY_LLM_API_KEY (or OPENAI_API_KEY)."
         ), job["error"]
+        assert "(LLM call to openai/test-model failed: " in job["error"]
         assert job["llm_calls"] == 0, user
     assert_nothing_half_written(db, completed=[], failed=trio.users)
 
@@ -178,7 +186,7 @@ async def test_a_batch_over_the_context_window_fails_its_scope_at_once_naming_th
 @pytest.mark.parametrize(
     ("reply", "needle", "attempts"),
     [
-        (Reply(body=""), "the provider's answer is not JSON (an empty or cut-short body)", 3),
+        (Reply(body=""), "is not JSON (an empty or cut-short body)", 3),
         (Reply(body='{"id": "x", "object": "chat.completion", "choices": []}'), "no choices", 1),
     ],
     ids=["empty-200-body", "no-choices"],

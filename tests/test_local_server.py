@@ -70,3 +70,34 @@ def test_a_server_that_cannot_start_is_one_line_saying_what_to_do(
     assert line.startswith("error: could not start a local Prefect server on port ")
     assert "set PREFECT_API_URL=" in line and "AGENT_MEMORY_PREFECT_START_TIMEOUT_S" in line
     assert local_server.read_state(tmp_path / "cli") is None  # nothing left running
+
+
+def _server_status(env_update: dict[str, str], home: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_API", "AGENT_"))}
+    env.update(PREFECT_HOME=str(home), **env_update)
+    return run_interpreter(["-m", "agent_memory_deployments.cli", "server", "status"], env)
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_server_status_reports_the_server_prefect_api_url_names(tmp_path: Path) -> None:
+    """With PREFECT_API_URL set the commands start no server: status reports that one (a real
+    Prefect server here), whether it answers, and its UI, instead of "no server runs"."""
+    from prefect.settings import PREFECT_API_URL
+
+    api_url = str(PREFECT_API_URL.value()).rstrip("/")
+    result = _server_status({"PREFECT_API_URL": api_url}, tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    ui = api_url.removesuffix("/api")
+    assert result.stdout.strip() == (
+        f"Prefect server (PREFECT_API_URL): {api_url}, UI {ui} (answers)"
+    )
+    # one that does not answer is named as such, and the command says so by its exit code
+    dead = f"http://127.0.0.1:{free_port()}/api"
+    result = _server_status({"PREFECT_API_URL": dead}, tmp_path)
+    assert result.returncode == 1
+    assert result.stdout.strip() == (
+        f"Prefect server (PREFECT_API_URL): {dead}, UI {dead.removesuffix('/api')} (not answering)"
+    )
+    # none configured and none in the background: as before
+    result = _server_status({}, tmp_path)
+    assert result.returncode == 1 and "no background Prefect server runs" in result.stdout

@@ -40,7 +40,7 @@ def test_installed_settings_win_until_removed(monkeypatch: pytest.MonkeyPatch) -
 def test_a_bad_retry_setting_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     use_settings(None)
     monkeypatch.setenv("AGENT_MEMORY_RETRY_LLM_ATTEMPTS", "-1")
-    with pytest.raises(ValueError, match="llm_attempts"):
+    with pytest.raises(ValueError, match="AGENT_MEMORY_RETRY_LLM_ATTEMPTS='-1'"):
         get_settings()
 
 

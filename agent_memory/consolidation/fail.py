@@ -31,7 +31,10 @@ async def record_failure(
     failure = None
     if job_id is not None:
         async with pool.connection() as conn, conn.transaction():
-            await job_repo.finish(conn, job_id, "failed", error=message, usage=spent)
+            # the episodes the failed attempt held (they stay pending): a failed job of 12
+            # episodes reads so in `agent-memory jobs list`, not as one of none
+            held = len(batch.episodes) if batch is not None else 0
+            await job_repo.finish(conn, job_id, "failed", episodes=held, error=message, usage=spent)
             failure = await failure_repo.record_failure(
                 conn,
                 scope,

@@ -2,8 +2,8 @@
 
 The runner claims each group's scopes, then runs rounds: each round takes every member that has
 a batch left through load -> extract -> write, records the failures, and finally embeds the new
-facts. How a step runs is the :class:`Steps` implementation's business: in a Prefect flow each
-is a task run with its retry policy (``agent_memory_flows.run``); :class:`DirectSteps` runs
+facts. How a step runs is the `Steps` implementation's business: in a Prefect flow each
+is a task run with its retry policy (``agent_memory_flows.run``); `DirectSteps` runs
 them in this process, once each, with no orchestrator.
 """
 

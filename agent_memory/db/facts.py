@@ -51,7 +51,9 @@ WHERE {SCOPE_MATCH}
   AND CASE WHEN %(as_of)s::timestamptz IS NULL THEN %(history)s OR superseded_at IS NULL
            -- true at the end of that day: known by then, and not superseded by then
            ELSE valid_from < %(as_of)s AND (valid_to IS NULL OR valid_to >= %(as_of)s) END
-ORDER BY expires_day DESC
+-- most important on the day first, as the listing promises (expiry is not that order: a fact
+-- of a long half-life outlasts a more important one that fades fast)
+ORDER BY {importance_on()} DESC, id
 LIMIT %(limit)s
 """
 

@@ -19,9 +19,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from agent_memory.causes import no_answer
 from agent_memory.errors import ExtractionError, ExtractorSetupError, TransientExtractionError
 from agent_memory.extraction.base import Extraction
-from agent_memory.extraction.faults import classify
+from agent_memory.extraction.faults import classify, where_to
 from agent_memory.extraction.parse import parse_operations
 from agent_memory.extraction.prompt import PROMPT_VERSION, build_messages, operations_format
 from agent_memory.models import Episode, KnownFact, Level
@@ -128,8 +129,9 @@ class LLMExtractor:
         schema = answer or operations_format()
         if self._setup_error is not None:  # fail at once, as the first call did, sending nothing
             error: ExtractionError | TransientExtractionError = ExtractorSetupError(
-                f"LLM call to {s.model} not sent: an earlier call of this run failed on a "
-                f"setting. {self._setup_error}",
+                # the cause first, as the first call said it; then why this one was not sent
+                f"{self._setup_error} [this call was not sent: an earlier call of this run "
+                f"failed on the setting]",
                 setting=self._setup_error.setting,
                 sent=False,
             )
@@ -154,8 +156,8 @@ class LLMExtractor:
                 )
         except TimeoutError:
             error = TransientExtractionError(
-                f"LLM call to {s.model} failed: no complete answer within "
-                f"AGENT_MEMORY_LLM_TIMEOUT={s.timeout:g} s"
+                f"{no_answer(s.timeout, where_to(None, s))} (AGENT_MEMORY_LLM_TIMEOUT="
+                f"{s.timeout:g}; LLM call to {s.model} failed)"
             )
             error.usage = Usage(calls=1, latency_s=time.perf_counter() - started)
             raise error from None

@@ -1,6 +1,6 @@
 """What the two nodes read from and write to a graph's state.
 
-``inject_memory`` puts a :class:`~agent_memory.models.WorkingMemoryFrame` in
+``inject_memory`` puts a `agent_memory.models.WorkingMemoryFrame` in
 ``state["working_memory"]``; ``record_memory`` stores ``state["messages"]`` as one episode.
 Both take the scope from the state's ``user_id`` / ``agent_id`` / ``workflow_id`` keys, or from
 ``config["configurable"]`` when the state has none of them.

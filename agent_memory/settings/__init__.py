@@ -80,8 +80,8 @@ def _environment() -> tuple[tuple[str, str], ...]:
 
 
 def get_settings() -> Settings:
-    """The settings in force: those of the run this is part of (:func:`settings_in_force`),
-    else the ones installed by :func:`use_settings`, else the environment's (read once, and
+    """The settings in force: those of the run this is part of (`settings_in_force`),
+    else the ones installed by `use_settings`, else the environment's (read once, and
     again only when one of its variables changed).
 
     Flows call this once at the start of a run rather than taking a DSN or key as a parameter,

@@ -8,7 +8,9 @@ from pathlib import Path
 import platformdirs
 import psycopg
 from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
+
+from agent_memory.settings._env import EnvSettings
 
 
 def default_data_dir() -> Path:
@@ -22,7 +24,7 @@ def default_data_dir() -> Path:
     return Path(platformdirs.user_data_dir("agent-memory")) / "pgdata"
 
 
-class DatabaseSettings(BaseSettings):
+class DatabaseSettings(EnvSettings):
     """Which PostgreSQL to use and how to pool connections to it."""
 
     # hide_input_in_errors: a DSN's password must not reach an error (pydantic shows the input)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
+
+from agent_memory.settings._env import EnvSettings
 
 
-class MCPSettings(BaseSettings):
+class MCPSettings(EnvSettings):
     """Who may call the MCP server over HTTP (``agent-memory mcp --port``)."""
 
     model_config = SettingsConfigDict(

@@ -6,15 +6,16 @@ import math
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
 from agent_memory.models import FactKind, Share
+from agent_memory.settings._env import EnvSettings
 
 # the longest half-life a fact may reach, however often it is said (days: a century)
 MAX_HALF_LIFE = 36_500.0
 
 
-class MemorySettings(BaseSettings):
+class MemorySettings(EnvSettings):
     """How much to inject, how fast memories fade, and input limits."""
 
     model_config = SettingsConfigDict(env_prefix="AGENT_MEMORY_", env_file=".env", extra="ignore")

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
+
+from agent_memory.settings._env import EnvSettings
 
 # the embedding model that ships inside the wordllama wheel (see agent_memory/local_embedding.py)
 LOCAL_MODEL = "wordllama/l2_supercat_256"
 
 
-class LLMSettings(BaseSettings):
+class LLMSettings(EnvSettings):
     """The model that extracts facts, reached through litellm. No model: the offline extractor."""
 
     model_config = SettingsConfigDict(
@@ -48,7 +50,7 @@ class LLMSettings(BaseSettings):
         return not self.model
 
 
-class EmbeddingSettings(BaseSettings):
+class EmbeddingSettings(EnvSettings):
     """The embedding model for relevance by meaning, its vectors stored with pgvector.
 
     Unset, the local model that ships inside the ``wordllama`` package embeds in-process (no

@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Literal
 
 from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
+
+from agent_memory.settings._env import EnvSettings
 
 
-class JobSettings(BaseSettings):
+class JobSettings(EnvSettings):
     """When a scope whose consolidation failed is tried again, and when it is parked."""
 
     model_config = SettingsConfigDict(
@@ -26,7 +28,7 @@ class JobSettings(BaseSettings):
     )
 
 
-class ConsolidationSettings(BaseSettings):
+class ConsolidationSettings(EnvSettings):
     """How a consolidation run splits its scopes into task runs."""
 
     model_config = SettingsConfigDict(
@@ -42,7 +44,7 @@ class ConsolidationSettings(BaseSettings):
     )
 
 
-class PrefectSettings(BaseSettings):
+class PrefectSettings(EnvSettings):
     """Which Prefect server the command line's runs report to when PREFECT_API_URL is unset."""
 
     model_config = SettingsConfigDict(
@@ -66,7 +68,7 @@ class PrefectSettings(BaseSettings):
     )
 
 
-class TaskRetrySettings(BaseSettings):
+class TaskRetrySettings(EnvSettings):
     """Retry policy of the pipeline's tasks (each run applies the settings in force)."""
 
     model_config = SettingsConfigDict(

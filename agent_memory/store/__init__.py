@@ -2,14 +2,14 @@
 
 Agents get it as any store: ``graph.compile(store=store)``, ``create_agent(..., store=store)``,
 ``get_store()`` in a node, LangMem's memory tools. Namespaces map to scopes by a template
-(:mod:`agent_memory.store.namespaces`, default ``("memories", "{user_id}")``):
+(`agent_memory.store.namespaces`, default ``("memories", "{user_id}")``):
 
 * an item put in a *memory namespace* is a fact of that scope, written at once (no source
   episode: said directly), with the value's ``importance`` (a number in (0, 1]) and ``kind``
   when it gives them. Inject sees it, decay fades it, consolidation reinforces or supersedes
   it. Its text is read from the value, never its JSON: ``content`` (or ``text``, ``memory``,
   ``fact``) when that holds text, else its fields as ``name: text``
-  (:mod:`agent_memory.fact_text` gives the rule). Putting a new wording supersedes the old
+  (`agent_memory.fact_text` gives the rule). Putting a new wording supersedes the old
   fact, deleting invalidates it: both are kept as history. The facts consolidation wrote
   appear there too, under keys made from their ids;
 * every other item is a JSON document, kept as put; one under a scope's memory namespace
@@ -17,12 +17,12 @@ Agents get it as any store: ``graph.compile(store=store)``, ``create_agent(..., 
   include it.
 
 ``search`` with a ``query`` ranks a memory namespace's facts by the project's relevance ranking
-(the hybrid of full text and meaning inject uses, :mod:`agent_memory.db.recall`) and documents
+(the hybrid of full text and meaning inject uses, `agent_memory.db.recall`) and documents
 by full text, best first; the items that do not match follow, the latest updated first, as
 every search without a query orders them (as LangGraph's ``PostgresStore`` does). Filters take
-``$eq $ne $gt $gte $lt $lte``. TTLs work as ``PostgresStore``'s (:mod:`agent_memory.store.ttl`).
+``$eq $ne $gt $gte $lt $lte``. TTLs work as ``PostgresStore``'s (`agent_memory.store.ttl`).
 Each ``batch`` runs in one transaction: its reads, then its writes. With ``index=``
-(LangGraph's ``IndexConfig``), searches rank by vectors instead (:mod:`agent_memory.store.index`).
+(LangGraph's ``IndexConfig``), searches rank by vectors instead (`agent_memory.store.index`).
 """
 
 from __future__ import annotations
@@ -128,8 +128,8 @@ class AgentMemoryStore(TTLStore):
         """A store over ``manager``'s database. ``namespace``: the memory namespaces'
         template (default: the setting ``store_namespace``); ``user_id``, ``agent_id``,
         ``workflow_id``: the scope parts the template leaves out (None: unset); ``index``:
-        a vector index as LangGraph's PostgresStore takes it (:mod:`.index`); ``ttl``: as
-        ``PostgresStore``'s (:mod:`agent_memory.store.ttl`)."""
+        a vector index as LangGraph's PostgresStore takes it (`.index`); ``ttl``: as
+        ``PostgresStore``'s (`agent_memory.store.ttl`)."""
         self.manager = manager
         self._backend = manager.backend
         memory = self._backend.settings.memory
@@ -169,7 +169,7 @@ class AgentMemoryStore(TTLStore):
     async def afrom_conn_string(
         cls, conn_string: str | None = None, *, settings: Settings | None = None, **kwargs: Any
     ) -> AsyncIterator[AgentMemoryStore]:
-        """:meth:`from_conn_string` for async code."""
+        """`from_conn_string` for async code."""
         manager = await opener().create(conn_string, settings=settings)
         try:
             store = cls(manager, **kwargs)
@@ -189,7 +189,7 @@ class AgentMemoryStore(TTLStore):
                 run_sync(conn, self._index.setup_steps())
 
     async def asetup(self) -> None:
-        """:meth:`setup` for async code."""
+        """`setup` for async code."""
         import asyncio
 
         await asyncio.to_thread(self.setup)
@@ -198,7 +198,7 @@ class AgentMemoryStore(TTLStore):
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run ``ops`` in one transaction: the reads first, then the writes (on the store's
-        event loop's thread: ``asyncio.InvalidStateError``, see :mod:`.loop`)."""
+        event loop's thread: ``asyncio.InvalidStateError``, see `.loop`)."""
         ops = list(ops)
         if (sent := self._loop.sync(type(self).__name__, ops)) is not None:
             return sent
@@ -211,7 +211,7 @@ class AgentMemoryStore(TTLStore):
             return run_sync(conn, self._steps(plan))
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        """:meth:`batch` for async code; one operation joins its loop's accumulated batch."""
+        """`batch` for async code; one operation joins its loop's accumulated batch."""
         return await self._loop.submit(list(ops))
 
     async def _abatch_now(self, ops: list[Op]) -> list[Result]:
@@ -378,7 +378,7 @@ class AgentMemoryStore(TTLStore):
 
     def _forget_level_steps(self, ns: tuple[str, ...], key: str) -> Steps[None]:
         """A delete of the key of a fact of another level that ``ns`` shows (see
-        :mod:`.namespaces`) forgets that fact at its own level, as the ``forget`` tool does."""
+        `.namespaces`) forgets that fact at its own level, as the ``forget`` tool does."""
         reading = self.template.reading(ns)
         named = store_repo.fact_of_key(key)
         if reading is not None and reading[1] and named is not None:

@@ -1,5 +1,5 @@
-"""What an :class:`~agent_memory.store.AgentMemoryStore` runs over: its ``manager`` (a
-:class:`~agent_memory.manager.MemoryManager`), of which it uses the backend only; and what its
+"""What an `agent_memory.store.AgentMemoryStore` runs over: its ``manager`` (a
+`agent_memory.manager.MemoryManager`), of which it uses the backend only; and what its
 ``from_conn_string`` opens.
 
 The store does not import the manager (the manager imports the store, for ``manager.store()``):

@@ -11,7 +11,7 @@ to the query's vector (``distance_type``: ``cosine``, the default, ``inner_produ
 index and the memory scope's facts that no item shows (consolidation's), newest first. The
 embeddings are asked outside the transaction, once per batch (``embed_documents`` for the
 puts' texts, ``embed_query`` for each query; their ``a...`` forms in async code). The vectors
-live in ``agent_memory.store_vectors`` (:mod:`agent_memory.db.store_vectors`).
+live in ``agent_memory.store_vectors`` (`agent_memory.db.store_vectors`).
 
 Without an index nothing here runs: memory namespaces rank by the project's relevance ranking
 and documents by full text, as the store's module says.
@@ -151,7 +151,7 @@ class StoreIndex:
         plan.queries.clear()
 
     async def aprepare(self, backend: Backend, plan: Any) -> None:
-        """:meth:`prepare_sync` for async code."""
+        """`prepare_sync` for async code."""
         if not self._ready:
             pool = await backend.apool()
             async with pool.connection() as conn:

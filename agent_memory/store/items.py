@@ -1,4 +1,4 @@
-"""The store's rows (:data:`agent_memory.db.store.Row`) as LangGraph's ``Item`` and
+"""The store's rows (`agent_memory.db.store.Row`) as LangGraph's ``Item`` and
 ``SearchItem``."""
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ _SHOWN_CHARS = 80
 
 class InvalidStoreNamespaceError(InvalidStoreRequestError, InvalidNamespaceError):
     """A namespace the store refuses: caught as LangGraph's ``InvalidNamespaceError`` and as
-    agent-memory's :class:`~agent_memory.errors.InvalidStoreRequestError` alike."""
+    agent-memory's `agent_memory.errors.InvalidStoreRequestError` alike."""
 
 
 def shown(value: str | tuple[str, ...]) -> str:
@@ -42,7 +42,7 @@ def shown(value: str | tuple[str, ...]) -> str:
 
 def check_key(key: Any) -> str:
     """``key``, refused (naming it) unless a non-empty string of at most
-    :data:`MAX_KEY_BYTES` bytes of UTF-8."""
+    `MAX_KEY_BYTES` bytes of UTF-8."""
     if not isinstance(key, str) or not key:
         raise InvalidStoreRequestError(f"item key {key!r:.80} is not a non-empty string")
     if "\x00" in key:
@@ -58,8 +58,8 @@ def check_key(key: Any) -> str:
 
 
 def check_size(labels: tuple[str, ...], what: str) -> None:
-    """Refuse a namespace (``what``: which one) of more than :data:`MAX_NAMESPACE_LABELS`
-    labels or :data:`MAX_NAMESPACE_BYTES` bytes of UTF-8, naming it (cut) and the bound."""
+    """Refuse a namespace (``what``: which one) of more than `MAX_NAMESPACE_LABELS`
+    labels or `MAX_NAMESPACE_BYTES` bytes of UTF-8, naming it (cut) and the bound."""
     if len(labels) > MAX_NAMESPACE_LABELS:
         raise InvalidStoreNamespaceError(
             f"{what} {shown(labels)} has {len(labels)} labels, over the limit of"

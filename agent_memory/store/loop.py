@@ -11,7 +11,7 @@ does as ``AsyncBatchedBaseStore`` does:
   batches there; with no loop running it runs at once on the sync pool.
 * **batching**: each ``aget``/``aput``/``asearch``/``adelete``/``alist_namespaces`` is one
   operation put in a queue of its loop; whatever is queued when the queue's runner gets to it
-  runs as one ``abatch`` (in chunks of :data:`CHUNK` operations, one after the other), so any
+  runs as one ``abatch`` (in chunks of `CHUNK` operations, one after the other), so any
   number of concurrent calls share one connection instead of each waiting for its own (60,000
   concurrent calls ended in ``PoolTimeout`` before).
 

@@ -7,7 +7,7 @@ are facts. A longer namespace that starts with one (``("memories", "alice", "pro
 holds documents that belong to that scope. Every other namespace holds documents of no scope.
 
 Levels of memory (``share``, docs/guide.md): a read of a memory namespace also shows the facts
-of the levels its scope reads, each under its own key (:func:`agent_memory.db.store.fact_key`)
+of the levels its scope reads, each under its own key (`agent_memory.db.store.fact_key`)
 and with its ``level``. A level with no memory namespace of its own under the template (the
 person's, ``(alice, None, None)``, under ``("memories", "{user_id}", "{agent_id}")``) is read
 at the template cut before its first unset part, its *level namespace* (``("memories",
@@ -38,7 +38,7 @@ DEFAULT_TEMPLATE: tuple[str, ...] = ("memories", "{user_id}")
 def check_labels(namespace: Sequence[Any], what: str = "namespace") -> tuple[str, ...]:
     """``namespace`` as a tuple of labels, refused (naming the bad label) when one is not a
     non-empty string without a period or NUL, as LangGraph's stores refuse them, or when it is
-    longer than the store keeps (:mod:`agent_memory.store.limits`)."""
+    longer than the store keeps (`agent_memory.store.limits`)."""
     if isinstance(namespace, str) or not isinstance(namespace, Sequence):
         raise InvalidStoreNamespaceError(
             f"{what} {namespace!r:.200} is not a tuple of labels (a {type(namespace).__name__})"
@@ -168,7 +168,7 @@ class NamespaceTemplate:
     def reading(self, namespace: tuple[str, ...]) -> tuple[Scope, tuple[Scope, ...]] | None:
         """What a read of exactly ``namespace`` shows of facts: the scope it is the memory or
         level namespace of, and the levels whose facts it shows besides the memory namespace's
-        own (those of :meth:`Scope.levels` under ``share``; all of them for a level
+        own (those of `Scope.levels` under ``share``; all of them for a level
         namespace). None for a namespace of neither kind."""
         scope = self.memory_scope(namespace)
         if scope is not None:
@@ -191,7 +191,7 @@ class NamespaceTemplate:
         return tuple(labels)
 
     def binding(self, prefix: tuple[str, ...]) -> Binding:
-        """What ``prefix`` fixes of the memory namespaces under it (see :class:`Binding`)."""
+        """What ``prefix`` fixes of the memory namespaces under it (see `Binding`)."""
         if len(prefix) > len(self.labels):
             return Binding(False, {}, False)
         bound: dict[str, str] = {}

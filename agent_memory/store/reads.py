@@ -1,6 +1,6 @@
 """The Store's reads (``get`` and ``search`` without a vector index) as steps run by
-:class:`~agent_memory.store.AgentMemoryStore`: what a namespace shows is its rows and, under a
-memory namespace, the scope's facts no row shows (:mod:`agent_memory.db.store`)."""
+`agent_memory.store.AgentMemoryStore`: what a namespace shows is its rows and, under a
+memory namespace, the scope's facts no row shows (`agent_memory.db.store`)."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def halves(
     rows_where: str = "TRUE",
     facts_where: str = "TRUE",
 ) -> list[str]:
-    """The SELECTs of what a read of ``namespace`` sees (:func:`agent_memory.db.store.items_cte`)
+    """The SELECTs of what a read of ``namespace`` sees (`agent_memory.db.store.items_cte`)
     under ``template``; fills ``params``."""
     binding = template.binding(namespace)
     bound = binding.bound if binding.possible and (binding.exact or not exact) else None
@@ -174,7 +174,7 @@ def ranked_facts_steps(
 def facts_after_vectors_steps(
     template: NamespaceTemplate, op: SearchOp, found: list[SearchItem]
 ) -> Steps[list[SearchItem]]:
-    """A vector search's page (``found``, the items of :mod:`agent_memory.store.index`),
+    """A vector search's page (``found``, the items of `agent_memory.store.index`),
     completed with the memory scope's facts that no item shows (consolidation's, or those
     ``add_fact`` wrote: they have no vector), after every item, with no score, the latest
     updated first: as the items kept out of the index come, so that an agent (LangMem's store

@@ -1,4 +1,4 @@
-"""TTL for :class:`~agent_memory.store.AgentMemoryStore`, as LangGraph's ``PostgresStore`` has
+"""TTL for `agent_memory.store.AgentMemoryStore`, as LangGraph's ``PostgresStore`` has
 it: ``ttl=`` a ``TTLConfig`` (``default_ttl`` minutes for a put that names none,
 ``refresh_on_read``, ``sweep_interval_minutes``), ``put(..., ttl=minutes)``,
 ``get``/``search(..., refresh_ttl=...)``, ``sweep_ttl`` and a background sweeper.
@@ -92,8 +92,8 @@ def check_ttl_config(ttl: Any) -> TTLConfig | None:
 
 def refresh_steps(refresh: bool, rows: Sequence[tuple[Any, ...]]) -> Steps[None]:
     """A read's refresh (``refresh``: its ``refresh_ttl``) of the store rows among ``rows``
-    (items of :mod:`agent_memory.db.store`, whose last field names the row,
-    :func:`agent_memory.db.store_ttl.ident`: only those with a TTL, ``t`` and the id, are
+    (items of `agent_memory.db.store`, whose last field names the row,
+    `agent_memory.db.store_ttl.ident`: only those with a TTL, ``t`` and the id, are
     refreshed, so a read of rows without one runs no statement for it)."""
     if refresh:
         ids = [int(row[-1][1:]) for row in rows if str(row[-1]).startswith("t")]
@@ -101,7 +101,7 @@ def refresh_steps(refresh: bool, rows: Sequence[tuple[Any, ...]]) -> Steps[None]
 
 
 class SweeperFuture(concurrent.futures.Future[None]):
-    """:meth:`TTLStore.start_ttl_sweeper`'s future; awaiting it gives it back at once, so that
+    """`TTLStore.start_ttl_sweeper`'s future; awaiting it gives it back at once, so that
     code written for ``AsyncPostgresStore`` (``await store.start_ttl_sweeper()``) runs too."""
 
     def __await__(self) -> Generator[Any, None, SweeperFuture]:
@@ -110,7 +110,7 @@ class SweeperFuture(concurrent.futures.Future[None]):
 
 
 class Stopped(int):
-    """:meth:`TTLStore.stop_ttl_sweeper`'s answer: true or false, and awaitable as
+    """`TTLStore.stop_ttl_sweeper`'s answer: true or false, and awaitable as
     ``AsyncPostgresStore``'s is (``await store.stop_ttl_sweeper()``)."""
 
     def __await__(self) -> Generator[Any, None, bool]:
@@ -122,7 +122,7 @@ class Stopped(int):
 
 
 class TTLStore(BaseStore):
-    """The TTL half of :class:`~agent_memory.store.AgentMemoryStore` (see the module)."""
+    """The TTL half of `agent_memory.store.AgentMemoryStore` (see the module)."""
 
     supports_ttl: bool = True
     __slots__ = ("_ttl_stop", "_ttl_task", "_ttl_thread", "ttl_config")
@@ -145,7 +145,7 @@ class TTLStore(BaseStore):
             return run_sync(conn, store_ttl.sweep_steps())
 
     async def asweep_ttl(self) -> int:
-        """:meth:`sweep_ttl` for async code."""
+        """`sweep_ttl` for async code."""
         pool = await self._backend.apool()
         async with pool.connection() as conn:
             return await run_async(conn, store_ttl.sweep_steps())
@@ -163,7 +163,7 @@ class TTLStore(BaseStore):
 
     def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> SweeperFuture:
         """Sweep every ``sweep_interval_minutes`` (default: the configuration's, else 5) in a
-        background thread, until :meth:`stop_ttl_sweeper`; a future done when it stops
+        background thread, until `stop_ttl_sweeper`; a future done when it stops
         (cancelling it stops it too). Without a TTL configuration nothing starts, as in
         ``PostgresStore``."""
         future = SweeperFuture()
@@ -210,7 +210,7 @@ class TTLStore(BaseStore):
     async def astart_ttl_sweeper(
         self, sweep_interval_minutes: float | None = None
     ) -> asyncio.Task[None]:
-        """:meth:`start_ttl_sweeper` for async code: a task of the running event loop."""
+        """`start_ttl_sweeper` for async code: a task of the running event loop."""
         if not self.ttl_config:
             return asyncio.create_task(asyncio.sleep(0))
         if self._ttl_task is not None and not self._ttl_task.done():
@@ -230,7 +230,7 @@ class TTLStore(BaseStore):
         return self._ttl_task
 
     async def astop_ttl_sweeper(self, timeout: float | None = None) -> bool:
-        """:meth:`stop_ttl_sweeper` for async code (a sweep under way is cancelled: its
+        """`stop_ttl_sweeper` for async code (a sweep under way is cancelled: its
         transaction rolls back)."""
         task = self._ttl_task
         if task is None or task.done():

@@ -2,7 +2,7 @@
 
 ``jsonb`` cannot hold the NUL character (psycopg would raise its own ``DataError`` from the
 middle of a batch), and a lone surrogate is not text at all (it cannot be encoded as UTF-8).
-:func:`check_chars` finds the first such string in a value, a key or a value, and refuses the
+`check_chars` finds the first such string in a value, a key or a value, and refuses the
 value before any SQL runs, naming where it is and showing the string cut short.
 """
 

@@ -8,6 +8,7 @@ them inside the commands that need them.
 from __future__ import annotations
 
 import signal
+import sys
 from types import FrameType
 
 # each module registers its commands on the app; --help lists them in this order
@@ -22,7 +23,9 @@ from agent_memory_deployments.cli import scopes  # noqa: F401
 from agent_memory_deployments.cli import levels  # noqa: F401
 
 # isort: on
-from agent_memory_deployments.cli._app import app, console
+from agent_memory_deployments.cli._app import app, console, fail_on_setting, plain_helps
+
+plain_helps(app)
 
 __all__ = ["app", "console", "main"]
 
@@ -41,10 +44,26 @@ def _end_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, end)
 
 
+def _asks_for_help(args: list[str]) -> bool:
+    return not args or "--help" in args
+
+
 def main() -> None:
-    """The ``agent-memory`` console script."""
+    """The ``agent-memory`` console script.
+
+    A bad setting (``AGENT_MEMORY_LLM_TIMEOUT=abc``) ends every command here, before it starts
+    anything, as one line naming the variable, its value and what was expected (exit 2); read
+    later, inside a flow, it would reach the user as the orchestrator's traceback. Help is
+    shown whatever the environment holds."""
+    from agent_memory.errors import SettingsError
     from agent_memory.extraction.llm import quiet_litellm
+    from agent_memory.settings import get_settings
 
     _end_on_sigterm()
     quiet_litellm()  # the command's output is its own: no litellm banner in it
-    app()
+    try:
+        if not _asks_for_help(sys.argv[1:]):
+            get_settings()
+        app(prog_name="agent-memory")
+    except SettingsError as exc:
+        fail_on_setting(exc)

@@ -3,14 +3,17 @@ every command uses (quiet telemetry-free defaults, the Prefect server, errors, t
 
 from __future__ import annotations
 
+import inspect
 import os
+import re
 import sys
 from collections.abc import Mapping
 from datetime import date
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from agent_memory.models import Scope
@@ -33,6 +36,36 @@ errors = Console(stderr=True, soft_wrap=True, width=None if sys.stderr.isatty() 
 UserOpt = Annotated[str | None, typer.Option("--user", help="user_id of the scope")]
 AgentOpt = Annotated[str | None, typer.Option("--agent", help="agent_id of the scope")]
 WorkflowOpt = Annotated[str | None, typer.Option("--workflow", help="workflow_id of the scope")]
+
+
+def plain_help(text: str) -> str:
+    """A docstring as help text: each paragraph on one line (the terminal wraps it; a line
+    break kept from the source would break a sentence in the middle), and reST literals and
+    roles (````--run````, ``:class:`X```) as their plain words."""
+    paragraphs = inspect.cleandoc(text).split("\n\n")
+    text = "\n\n".join(" ".join(line.strip() for line in p.splitlines()) for p in paragraphs)
+    text = re.sub(r"``([^`]+)``", r"\1", text)
+    return re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", text)
+
+
+def plain_helps(commands: typer.Typer) -> None:
+    """Make every command's help (from its docstring or ``help=``) plain, as :func:`plain_help`
+    says, in ``commands`` and the groups under it: one place, so no command is missed."""
+    for info in commands.registered_commands:
+        doc = info.help if isinstance(info.help, str) else None
+        doc = doc or (info.callback.__doc__ if info.callback else None)
+        if doc:
+            info.help = plain_help(doc)
+    callback = commands.registered_callback  # its docstring is not the group's help
+    if callback is not None and isinstance(callback.help, str):
+        callback.help = plain_help(callback.help)
+    if isinstance(commands.info.help, str):
+        commands.info.help = plain_help(commands.info.help)
+    for group in commands.registered_groups:
+        if isinstance(group.help, str):
+            group.help = plain_help(group.help)
+        if group.typer_instance is not None:
+            plain_helps(group.typer_instance)
 
 
 def _private_defaults(*, quiet: bool = False) -> None:
@@ -94,8 +127,14 @@ def _settings() -> Settings:
 
 
 def _fail(exc: Exception) -> typer.Exit:
-    errors.print(f"[red]error:[/] {exc}", highlight=False)
+    errors.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
     return typer.Exit(2)
+
+
+def fail_on_setting(exc: Exception) -> NoReturn:
+    """End the command on a bad setting: one line on stderr, exit 2, no traceback."""
+    errors.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
+    raise SystemExit(2)
 
 
 def _end_run(title: str, summary: Mapping[str, Any], line: str) -> None:

@@ -78,7 +78,10 @@ def backfill_import(
 ) -> None:
     """Import conversations as pending episodes (importing the same data again adds nothing).
 
-    The format is in docs/backfill.md; examples/history.jsonl is a sample.
+    Each line is one conversation, a JSON object: "user_id", "agent_id" and/or "workflow_id"
+    (the scope; at least one), "occurred_at" (ISO 8601 with a time zone), "messages" (OpenAI
+    or LangChain message dicts), and optionally "id" and "metadata". The project's
+    documentation (Backfill) has the details and a sample.
     """
     from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 
@@ -107,6 +110,7 @@ def backfill_import(
                 conn,
                 path,
                 on_error=on_error.value,
+                skip_is="--on-error skip",  # the refusal names this command's option
                 max_bytes=settings.memory.max_episode_bytes,
                 progress=lambda done: bar.update(task, completed=done),
             )
@@ -127,6 +131,7 @@ def backfill_checkpoints(
         typer.Option(
             "--from",
             envvar="AGENT_MEMORY_CHECKPOINT_URL",
+            show_envvar=False,  # the help names it
             help="the LangGraph PostgresSaver's database URL (or AGENT_MEMORY_CHECKPOINT_URL)",
         ),
     ],
@@ -157,6 +162,7 @@ def backfill_checkpoints(
                 source,
                 pattern=thread_pattern,
                 on_error=on_error.value,
+                skip_is="--on-error skip",  # the refusal names this command's option
                 max_bytes=settings.memory.max_episode_bytes,
             )
     except AgentMemoryError as exc:

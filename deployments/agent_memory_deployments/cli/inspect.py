@@ -52,7 +52,7 @@ def search(
         str | None, typer.Option(help="said on or after this day (YYYY-MM-DD)")
     ] = None,
     until: Annotated[str | None, typer.Option(help="said before this day (YYYY-MM-DD)")] = None,
-    limit: Annotated[int, typer.Option(min=1, max=1000)] = 10,
+    limit: Annotated[int, typer.Option(min=1, max=1000, help="messages to show at most")] = 10,
 ) -> None:
     """Search the messages of a scope's past conversations by relevance (full text and
     meaning), best first, each with its date and speaker."""

@@ -7,6 +7,7 @@ from typing import Annotated, Any, get_args
 
 import typer
 
+from agent_memory.causes import cause_first
 from agent_memory.errors import AgentMemoryError
 from agent_memory.models import JobStatus, scope_label
 from agent_memory.settings import Settings
@@ -33,7 +34,10 @@ async def _jobs(settings: Settings, status: str | None, limit: int) -> list[Any]
 
 JOB_STATUSES = get_args(JobStatus)
 StatusOpt = Annotated[str | None, typer.Option(help=f"one of {', '.join(JOB_STATUSES)}")]
-LimitOpt = Annotated[int, typer.Option(min=1, max=10_000)]
+LimitOpt = Annotated[int, typer.Option(min=1, max=10_000, help="jobs to show at most")]
+# characters of a job's error in the table: its cause, which the error leads with (the whole
+# error is in the job row)
+_ERROR_WIDTH = 80
 
 jobs_app = typer.Typer(help="Consolidation jobs: list them (the default), retry failed ones.")
 app.add_typer(jobs_app, name="jobs")
@@ -73,7 +77,7 @@ def _list_jobs(status: str | None, limit: int) -> None:
             "ms": j.latency_ms,
             "cost $": "" if j.cost_usd is None else f"{j.cost_usd:.6f}",
             "started": f"{j.started_at:%Y-%m-%d %H:%M:%S}",
-            "error": (j.error or "")[:60],
+            "error": cause_first(j.error or "", _ERROR_WIDTH),
         }
         for j in found
     ]

@@ -186,7 +186,7 @@ def facts_list(
     user: UserOpt = None,
     agent: AgentOpt = None,
     workflow: WorkflowOpt = None,
-    history: Annotated[bool, typer.Option(help="superseded facts too")] = False,
+    history: Annotated[bool, typer.Option("--history", help="superseded facts too")] = False,
 ) -> None:
     """A scope's facts, most important first."""
     scope = _named(user, agent, workflow)
@@ -222,7 +222,9 @@ def facts_add(
     user: UserOpt = None,
     agent: AgentOpt = None,
     workflow: WorkflowOpt = None,
-    importance: Annotated[float, typer.Option(min=0.0, max=1.0)] = 0.5,
+    importance: Annotated[
+        float, typer.Option(min=0.0, max=1.0, help="how much it matters, 0 to 1 (decays)")
+    ] = 0.5,
     kind: Annotated[
         str, typer.Option(help="identity, preference, situation, event, plan or general")
     ] = "general",
@@ -264,20 +266,24 @@ def mcp(
         typer.Option(help="a user the tools may name instead of --user (repeatable)"),
     ] = None,
     allow_any_user: Annotated[
-        bool, typer.Option(help="let the tools name any user (a trusted client only)")
+        bool,
+        typer.Option(
+            "--allow-any-user", help="let the tools name any user (a trusted client only)"
+        ),
     ] = False,
     auth_token: Annotated[
         str | None,
         typer.Option(
-            help="the bearer token every HTTP request must carry; required off loopback"
-            " (better: AGENT_MEMORY_MCP_AUTH_TOKEN, which other users' ps does not show)",
+            help="the bearer token every HTTP request must carry; required off loopback "
+            "(better: the variable named above, which other users' ps does not show)",
             show_default=False,
         ),
     ] = None,
 ) -> None:
     """Serve one scope's memory to MCP clients: over stdio, or streamable HTTP with --port.
     The tools take no user unless --allow-user or --allow-any-user lets them. Over HTTP
-    beyond loopback, only with a bearer token (--auth-token)."""
+    beyond loopback, only with a bearer token (--auth-token, or the variable
+    AGENT_MEMORY_MCP_AUTH_TOKEN)."""
     _private_defaults()
     try:
         scope = _named(user, agent, workflow)

@@ -29,7 +29,9 @@ from agent_memory_deployments.cli._app import (
 
 @app.command()
 def demo() -> None:
-    """Replay the seed's end-to-end run: two sessions, consolidation, injection, decay."""
+    """Watch memory work end to end on a sample user: two turns of a LangGraph agent with
+    consolidation between them (facts from turn 1 come back in turn 2), then decay; an OK or
+    FAIL line per step."""
     _private_defaults(quiet=True)
     from agent_memory import demo as demo_module
 
@@ -66,7 +68,9 @@ def consolidate(
     user: UserOpt = None,
     agent: AgentOpt = None,
     workflow: WorkflowOpt = None,
-    max_scopes: Annotated[int, typer.Option(min=1)] = 10_000,
+    max_scopes: Annotated[
+        int, typer.Option(min=1, help="consolidate at most this many scopes in this run")
+    ] = 10_000,
 ) -> None:
     """Run the consolidation flow now (all scopes with pending episodes, or one scope)."""
     _private_defaults()
@@ -124,7 +128,10 @@ def decay(
 def embed(
     limit: Annotated[int | None, typer.Option(min=1, help="facts to embed at most")] = None,
     retry_rejected: Annotated[
-        bool, typer.Option(help="ask the model again for the facts it refused before")
+        bool,
+        typer.Option(
+            "--retry-rejected", help="ask the model again for the facts it refused before"
+        ),
     ] = False,
 ) -> None:
     """Embed the facts the configured embedding model has not embedded yet (run it after
