@@ -356,21 +356,27 @@ class MemoryManager(Injector, Management, Indexing):
         With :meth:`decay`, the one place the library reaches up to ``agent_memory_flows`` (the
         documented exception of the layer contract); it imports Prefect on first call.
         """
+        from agent_memory_flows.api_server import reporting_server
         from agent_memory_flows.consolidation import ConsolidationParams, consolidation_flow
         from agent_memory_flows.outcome import run_for_summary
 
         use_settings(self.settings)
         filters: dict[str, Any] = {"scope": scope.as_dict()} if scope else {}
-        # a run where some scope failed ends Failed in Prefect; here it is still a summary
-        return await run_for_summary(consolidation_flow, ConsolidationParams(**filters, **params))
+        async with reporting_server(self.settings.prefect):
+            # a run where some scope failed ends Failed in Prefect; here it is still a summary
+            return await run_for_summary(
+                consolidation_flow, ConsolidationParams(**filters, **params)
+            )
 
     async def decay(
         self, scope: Scope | None = None, *, as_of: date | None = None, **params: Any
     ) -> dict[str, Any]:
         """Run the Prefect decay flow now (all scopes, or just ``scope``)."""
+        from agent_memory_flows.api_server import reporting_server
         from agent_memory_flows.decay import DecayParams, decay_flow
 
         use_settings(self.settings)
         filters: dict[str, Any] = {"scope": scope.as_dict()} if scope else {}
-        result: dict[str, Any] = await decay_flow(DecayParams(**filters, as_of=as_of, **params))
+        async with reporting_server(self.settings.prefect):
+            result: dict[str, Any] = await decay_flow(DecayParams(**filters, as_of=as_of, **params))
         return result
