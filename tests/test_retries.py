@@ -216,7 +216,7 @@ def test_a_command_line_run_s_failures_name_the_retry_that_works_for_it(
     )
     text = artifact["data"]
     assert f"agent-memory jobs retry --run {run_id}" in text
-    assert "Prefect's **Retry**" not in text and "not started from a deployment" in text
+    assert "Prefect's **Retry**" not in text and "This run has no deployment" in text
 
     fake_llm.reset(lambda _req: Reply(GOOD))
     again = runner.invoke(app, ["jobs", "retry", "--run", run_id])

@@ -116,10 +116,9 @@ def failures_markdown(rows: list[dict[str, Any]], run_id: str, from_deployment: 
         )
     else:
         how = (
-            "This run was not started from a deployment (but from the command line or from "
-            "Python), so Prefect cannot run it again: use no Retry on it. From a shell with "
-            "the same settings, this redoes only its failed scopes, in a new run linked to "
-            "this one:"
+            "This run has no deployment (it was started from the command line or from "
+            "Python), so Prefect's Retry cannot run it again. From a shell with the same "
+            "settings, this redoes only its failed scopes, in a new run linked to this one:"
         )
     return (
         "## Failed scopes\n\nTheir episodes stay pending for the next run.\n\n"
