@@ -219,20 +219,35 @@ def report(
     return result
 
 
-def plot(report: DecayReport, out: str | Path | BinaryIO | None = None) -> bytes:
-    """Draw the importance distribution and the projected survival curve as a PNG.
+# a dark theme: the chart sits on the Prefect UI's dark page (the decay run's artifact) and is
+# the same chart `agent-memory stats --plot` writes
+_BACKGROUND, _TEXT, _MUTED = "#1a1d24", "#e6e8eb", "#8a909b"
+_KEPT, _PURGED = "#5fa8ff", "#ff6b6b"
+_HORIZON_COLOURS = ["#f5c542", "#c58af9", "#7ee081", "#ff9f5a", "#5fd3d3"]
 
-    Writes it to ``out`` (a path or a binary file) when given, and returns the PNG's bytes.
 
-    >>> png = plot(report, "decay.png")
-    """
+def _dark(ax: Any) -> None:
+    """``ax`` in the dark theme: light text, muted frame."""
+    ax.set_facecolor(_BACKGROUND)
+    ax.tick_params(colors=_TEXT, which="both")
+    for text in (ax.title, ax.xaxis.label, ax.yaxis.label):
+        text.set_color(_TEXT)
+    for spine in ax.spines.values():
+        spine.set_color(_MUTED)
+
+
+def figure(report: DecayReport) -> Any:
+    """The chart of :func:`plot` as a matplotlib ``Figure``: the importance distribution, and
+    the projected survival curve with a labelled line at each horizon still on the axis;
+    counts on whole-number ticks, in a dark theme."""
     # matplotlib is imported here, not at the top: the report itself does not need it, and its
     # import costs a few hundred ms. Figure + the Agg canvas, not pyplot: no global state, no
     # display, safe in a worker thread.
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
-    fig = Figure(figsize=(11, 4), dpi=100, layout="constrained")
+    fig = Figure(figsize=(11, 4), dpi=100, layout="constrained", facecolor=_BACKGROUND)
     FigureCanvasAgg(fig)
     hist, curve = fig.subplots(1, 2)
     labels = [row["importance"] for row in report.distribution]
@@ -241,8 +256,7 @@ def plot(report: DecayReport, out: str | Path | BinaryIO | None = None) -> bytes
         labels = [f"{lo:.2f}-{hi:.2f}" for lo, hi in itertools.pairwise(BUCKETS)]
         counts = [0] * len(labels)
     colours = [
-        "tab:red" if float(lab.split("-")[1]) <= report.purge_below else "tab:blue"
-        for lab in labels
+        _PURGED if float(lab.split("-")[1]) <= report.purge_below else _KEPT for lab in labels
     ]
     hist.bar(range(len(labels)), counts, color=colours)
     hist.set_xticks(range(len(labels)), labels, rotation=45, ha="right", fontsize=8)
@@ -250,21 +264,44 @@ def plot(report: DecayReport, out: str | Path | BinaryIO | None = None) -> bytes
     hist.set_ylabel("facts (red: below the purge threshold)")
     hist.set_title(f"Importance of {report.facts:,} fact(s) on {report.as_of}")
     days = list(range(len(report.survival)))
-    curve.plot(days, report.survival, color="tab:blue")
-    curve.fill_between(days, report.survival, alpha=0.15, color="tab:blue")
-    for h in HORIZONS:
-        if h < len(report.survival):
-            curve.axvline(h, color="grey", linewidth=0.5, linestyle=":")
+    curve.plot(days, report.survival, color=_KEPT, label="facts remaining")
+    curve.fill_between(days, report.survival, alpha=0.2, color=_KEPT)
     # end the axis a little after the last fact is gone, so a curve that reaches zero within
     # weeks is not squeezed into the left edge of a year
     gone = next((d for d, n in enumerate(report.survival) if n == 0), SURVIVAL_DAYS)
-    curve.set_xlim(0, min(SURVIVAL_DAYS, max(HORIZONS[1], math.ceil(gone * 1.1))))
-    curve.set_ylim(bottom=0)
+    end = min(SURVIVAL_DAYS, max(HORIZONS[1], math.ceil(gone * 1.1)))
+    # a week, a month, a quarter, a year (a day's line would hug the axis)
+    shown = [h for h in HORIZONS[1:] if h < len(report.survival) and h <= end]
+    for h, colour in zip(shown, _HORIZON_COLOURS, strict=False):
+        left = report.survival[h]
+        curve.axvline(h, color=colour, linewidth=1, linestyle="--", label=f"day {h}: {left:,} left")
+    curve.set_xlim(0, end)
+    # whole counts need an axis at least one fact high, also when there are none
+    hist.set_ylim(0, max(1.0, max(counts) * 1.05))
+    curve.set_ylim(0, max(1.0, max(report.survival, default=0) * 1.05))
     curve.set_xlabel(f"days after {report.as_of}")
     curve.set_ylabel("facts remaining")
     curve.set_title(f"Projected survival (purge below {report.purge_below})")
+    for axis in (hist.yaxis, curve.xaxis, curve.yaxis):  # counts of facts, and of days
+        axis.set_major_locator(MaxNLocator(integer=True))
+    for ax in (hist, curve):
+        _dark(ax)
+    legend = curve.legend(facecolor=_BACKGROUND, edgecolor=_MUTED, labelcolor=_TEXT, fontsize=8)
+    legend.get_frame().set_alpha(0.9)
+    return fig
+
+
+def plot(report: DecayReport, out: str | Path | BinaryIO | None = None) -> bytes:
+    """Draw the importance distribution and the projected survival curve as a PNG
+    (:func:`figure`).
+
+    Writes it to ``out`` (a path or a binary file) when given, and returns the PNG's bytes.
+
+    >>> png = plot(report, "decay.png")
+    """
+    fig = figure(report)
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
+    fig.savefig(buffer, format="png", facecolor=fig.get_facecolor())
     png = buffer.getvalue()
     if isinstance(out, str | Path):
         Path(out).write_bytes(png)

@@ -294,26 +294,32 @@ class MemoryManager:
         With `decay`, the one place the library reaches up to ``agent_memory_flows`` (the
         documented exception of the layer contract); it imports Prefect on first call.
         """
+        from agent_memory_flows.api_server import reporting_server
         from agent_memory_flows.consolidation import ConsolidationParams, consolidation_flow
         from agent_memory_flows.outcome import run_for_summary
 
         filters: dict[str, Any] = {"scope": scope.as_dict()} if scope else {}
         # the run reads this manager's settings; other managers' runs and the process keep theirs
         with settings_in_force(self.settings):
-            # a run where some scope failed ends Failed in Prefect; here it is still a summary
-            return await run_for_summary(
-                consolidation_flow, ConsolidationParams(**filters, **params)
-            )
+            async with reporting_server(self.settings.prefect):
+                # a run where some scope failed ends Failed in Prefect; here it is a summary
+                return await run_for_summary(
+                    consolidation_flow, ConsolidationParams(**filters, **params)
+                )
 
     async def decay(
         self, scope: Scope | None = None, *, as_of: date | None = None, **params: Any
     ) -> dict[str, Any]:
         """Run the Prefect decay flow now (all scopes, or just ``scope``)."""
+        from agent_memory_flows.api_server import reporting_server
         from agent_memory_flows.decay import DecayParams, decay_flow
 
         filters: dict[str, Any] = {"scope": scope.as_dict()} if scope else {}
         with settings_in_force(self.settings):
-            result: dict[str, Any] = await decay_flow(DecayParams(**filters, as_of=as_of, **params))
+            async with reporting_server(self.settings.prefect):
+                result: dict[str, Any] = await decay_flow(
+                    DecayParams(**filters, as_of=as_of, **params)
+                )
         return result
 
 

@@ -1,10 +1,11 @@
-"""Take docs/prefect-ui-consolidation.png from a real run: python docs/make_screenshot.py
+"""Take the Prefect UI pictures of docs/ui.md from real runs: python docs/make_screenshot.py
 
 Starts an embedded PostgreSQL and a `prefect server start`, records a few conversations, runs
 the consolidation flow against that server through litellm and a loopback OpenAI-compatible
 server (which refuses one scope's batch as over the model's context window, so the page shows a
-failure as operators see one), and has headless Chromium (Debian's `chromium` package)
-photograph the flow run's page in the Prefect UI.
+failure as operators see one), then the decay flow, and has headless Chromium (Debian's
+`chromium` package, in the dark colour scheme) photograph the flow run's page, its summary and
+failures artifacts and the decay run's chart in the Prefect UI.
 """
 
 from __future__ import annotations
@@ -58,12 +59,14 @@ def answer(request: dict[str, object]) -> Reply:
     return facts_answer(request)
 
 
-async def run(dsn: str, llm: FakeLLM) -> str:
+async def run(dsn: str, llm: FakeLLM) -> tuple[str, str]:
+    """The consolidation run (one scope failed) and then the decay run: their ids."""
     from pydantic import SecretStr
 
     from agent_memory import MemoryManager, Scope
     from agent_memory.settings import DatabaseSettings, LLMSettings, Settings, use_settings
     from agent_memory_flows.consolidation import ConsolidationParams, consolidation_flow
+    from agent_memory_flows.decay import DecayParams, decay_flow
 
     llm_settings = LLMSettings(
         model="openai/gpt-4o-mini", api_base=llm.api_base, api_key=SecretStr("sk-screenshot")
@@ -82,7 +85,8 @@ async def run(dsn: str, llm: FakeLLM) -> str:
     state = await consolidation_flow(ConsolidationParams(), return_state=True)
     if not state.is_failed():
         raise RuntimeError(f"the run was to fail the {REFUSED!r} scope: {state!r}")
-    return str(state.state_details.flow_run_id)
+    decay = await decay_flow(DecayParams(), return_state=True)
+    return str(state.state_details.flow_run_id), str(decay.state_details.flow_run_id)
 
 
 async def screenshot(chromium: str, url: str, wait_for_text: str) -> bytes:
@@ -103,6 +107,10 @@ async def screenshot(chromium: str, url: str, wait_for_text: str) -> bytes:
             "--headless",
             "--no-sandbox",
             "--disable-gpu",
+            # nothing but the local UI: no updates, no Google services, no first-run pages
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--no-first-run",
             "--hide-scrollbars",
             "--window-size=1600,1000",
             f"--remote-debugging-port={port}",
@@ -133,6 +141,9 @@ async def screenshot(chromium: str, url: str, wait_for_text: str) -> bytes:
                     if message.get("id") == n:
                         return dict(message.get("result", {}))
 
+            # the UI in its dark scheme, as operators who chose it see the pictures on it
+            dark = [{"name": "prefers-color-scheme", "value": "dark"}]
+            await call("Emulation.setEmulatedMedia", features=dark)
             await call("Page.navigate", url=url)
             for _ in range(120):
                 result = await call("Runtime.evaluate", expression="document.body.innerText")
@@ -160,23 +171,34 @@ def main() -> int:
             llm = FakeLLM().start()
             llm.reset(answer)
             try:
-                run_id = asyncio.run(run(dsn, llm))
+                run_id, decay_id = asyncio.run(run(dsn, llm))
             finally:
                 llm.stop()
-            page = f"{server.url}/runs/flow-run/{run_id}"
-            summary = api(
-                server.api_url,
-                "/artifacts/filter",
-                {
-                    "artifacts": {"key": {"any_": ["memory-consolidation-summary"]}},
-                    "flow_runs": {"id": {"any_": [run_id]}},
-                },
-            )[0]
+
+            def artifact(key: str, of_run: str) -> str:
+                found = api(
+                    server.api_url,
+                    "/artifacts/filter",
+                    {
+                        "artifacts": {"key": {"any_": [key]}},
+                        "flow_runs": {"id": {"any_": [of_run]}},
+                    },
+                )
+                return f"{server.url}/artifacts/artifact/{found[0]['id']}"
+
             shots = {
-                "prefect-ui-consolidation.png": (page, "fail ["),
+                "prefect-ui-consolidation.png": (f"{server.url}/runs/flow-run/{run_id}", "fail ["),
                 "prefect-ui-consolidation-summary.png": (
-                    f"{server.url}/artifacts/artifact/{summary['id']}",
+                    artifact("memory-consolidation-summary", run_id),
                     "cost_usd",
+                ),
+                "prefect-ui-consolidation-failures.png": (
+                    artifact("memory-consolidation-failures", run_id),
+                    "To retry them now",
+                ),
+                "prefect-ui-decay-chart.png": (
+                    artifact("memory-decay-chart", decay_id),
+                    "projected survival",
                 ),
             }
             for name, (url, wait_for) in shots.items():

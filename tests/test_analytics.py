@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from agent_memory import analytics
 from agent_memory.db import analytics as analytics_repo
+from agent_memory.decay import day_index
 from agent_memory.models import Scope
 from agent_memory.settings import Settings
 from agent_memory_deployments.cli import app
@@ -206,6 +207,54 @@ async def test_plot_is_a_png(
         purged=0,
     )
     png_size(analytics.plot(nothing))
+
+
+def small_report(n: int) -> analytics.DecayReport:
+    """A report of ``n`` facts of one scope, expiring over the next 300 days (no database)."""
+    today = day_index(AS_OF)
+    frame = pl.DataFrame(
+        {
+            "user_id": ["chart"] * n,
+            "agent_id": [None] * n,
+            "workflow_id": [None] * n,
+            "expires_day": [float(today + 1 + (i * 37) % 300) for i in range(n)],
+            "half_life": [30.0 + i % 50 for i in range(n)],
+        },
+        schema=analytics.FRAME_SCHEMA,
+    )
+    return analytics.report(frame, as_of=AS_OF, purge_below=0.05, purged=0)
+
+
+def luminance(colour: Any) -> float:
+    from matplotlib.colors import to_rgb
+
+    r, g, b = to_rgb(colour)
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+@pytest.mark.parametrize("n", [0, 3, 400])
+def test_the_chart_counts_whole_facts_labels_its_lines_and_suits_a_dark_page(n: int) -> None:
+    from matplotlib.image import imread
+
+    fig = analytics.figure(small_report(n))
+    fig.canvas.draw()
+    hist, curve = fig.axes
+    # counts of facts (and of days) on whole-number ticks, even for three facts
+    for ticks in (hist.get_yticks(), curve.get_yticks(), curve.get_xticks()):
+        assert all(float(t).is_integer() for t in ticks), list(ticks)
+    # every line is labelled, in a legend: the curve and each horizon on the axis
+    legend = [text.get_text() for text in curve.get_legend().get_texts()]
+    lines = [line.get_label() for line in curve.get_lines()]
+    assert lines == legend and not any(label.startswith("_") for label in lines)
+    horizons = [label for label in legend if label.startswith("day ")]
+    if n:  # no facts, no curve to mark
+        assert [label.split(":")[0] for label in horizons][:2] == ["day 7", "day 30"]
+    # light text on a dark background, in the figure and in the PNG written from it
+    assert luminance(fig.get_facecolor()) < 0.2
+    texts = [hist.title, curve.title, hist.yaxis.label, *hist.get_yticklabels()]
+    assert all(luminance(text.get_color()) > 0.7 for text in texts)
+    corner = imread(io.BytesIO(analytics.plot(small_report(n))), format="png")[0, 0]
+    assert luminance(tuple(corner[:3])) < 0.2
 
 
 @pytest.mark.usefixtures("prefect_harness")

@@ -5,6 +5,8 @@ they show exists with the options they give it."""
 from __future__ import annotations
 
 import ast
+import asyncio
+import os
 import re
 import runpy
 import shlex
@@ -17,6 +19,7 @@ import typer
 from langchain_core.messages import AIMessage
 
 from agent_memory_deployments.cli import app
+from tests.processes import run_interpreter
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -48,6 +51,36 @@ def my_agent(state: dict[str, Any]) -> dict[str, Any]:
     return {"messages": [AIMessage("Noted.")]}
 
 
+def whole_program(where: str, code: str) -> bool:
+    """A block to run as written, in an interpreter of its own: every block of the README (a
+    reader copies it into a file), and any other that runs its own event loop."""
+    return where.startswith("README.md:") or "asyncio.run(" in code
+
+
+def test_the_readme_s_python_blocks_are_whole_programs() -> None:
+    readme = [(where, code) for where, code in blocks("python") if where.startswith("README")]
+    assert len(readme) >= 2
+    for where, code in readme:
+        compile(code, where, "exec")  # no top-level await: it runs as a file runs
+        assert "my_agent" not in code or "def my_agent(" in code, where
+
+
+def run_as_written(code: str, database_url: str) -> str:
+    """``python -c CODE`` against the test's database and Prefect server; its output."""
+    from prefect.settings import PREFECT_API_URL
+
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "PREFECT_API_URL": str(PREFECT_API_URL.value()),
+    }
+    result = run_interpreter(["-c", code], env, timeout=300)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert "Traceback" not in output, output
+    return result.stdout
+
+
 @pytest.mark.usefixtures("prefect_harness")
 @pytest.mark.parametrize(("where", "code"), blocks("python"), ids=lambda v: str(v)[:40])
 async def test_python_blocks_run(
@@ -57,16 +90,33 @@ async def test_python_blocks_run(
     db: psycopg.Connection[Any],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("DATABASE_URL", database_url)
-    from agent_memory.settings import use_settings
+    if whole_program(where, code):
+        output = await asyncio.to_thread(run_as_written, code, database_url)
+        assert output.strip(), "the program shows what it got"
+    else:
+        monkeypatch.setenv("DATABASE_URL", database_url)
+        from agent_memory.settings import use_settings
 
-    use_settings(None)  # the block reads the environment, as a user's program would
-    compiled = compile(code, where, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
-    result = eval(compiled, {"my_agent": my_agent})  # the docs' own code
-    if result is not None:
-        await result
+        use_settings(None)  # the block reads the environment, as a user's program would
+        compiled = compile(code, where, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+        result = eval(compiled, {"my_agent": my_agent})  # the docs' own code
+        if result is not None:
+            await result
     facts = db.execute("SELECT content FROM agent_memory.memory_items").fetchall()
     assert facts == [("User is a Python developer.",)]
+
+
+async def test_the_mcp_tools_the_docs_name_are_the_server_s() -> None:
+    from agent_memory import Scope
+    from agent_memory.settings import Settings
+    from agent_memory_deployments.mcp_server import build_server
+
+    server = build_server(Settings(), Scope("docs"))
+    names = sorted(tool.name for tool in await server.list_tools())
+    for page in (ROOT / "README.md", ROOT / "docs" / "guide.md"):
+        text = page.read_text()
+        named = sorted(n for n in re.findall(r"`(\w+)`", text) if n in names)
+        assert set(named) == set(names), f"{page.name} names {named}, the server has {names}"
 
 
 def _options(command: Any) -> set[str]:

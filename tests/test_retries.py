@@ -17,6 +17,7 @@ from agent_memory import MemoryManager, Scope
 from agent_memory.db import failures as failure_repo
 from agent_memory.errors import InvalidJobError
 from agent_memory.settings import JobSettings, Settings, use_settings
+from agent_memory_deployments.cli import app
 from agent_memory_flows.consolidation import (
     FAILED_EVENT,
     PARKED_EVENT,
@@ -27,6 +28,7 @@ from agent_memory_flows.outcome import run_for_summary
 from agent_memory_flows.retry import RetryParams, retry_flow
 from tests.fake_llm import FakeLLM, Reply
 from tests.llm_faults import key_of
+from tests.prefect_api import api
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
@@ -170,6 +172,57 @@ async def test_a_run_s_failed_scopes_are_retried_by_its_id_and_the_runs_link_eac
     # a run with nothing failed: nothing to retry, said so
     none = await run_for_summary(retry_flow, RetryParams(from_run=new_run))
     assert none["scopes"] == 0
+
+
+def test_a_command_line_run_s_failures_name_the_retry_that_works_for_it(
+    retrying: Settings,
+    fake_llm: FakeLLM,
+    db: psycopg.Connection[Any],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run started by `agent-memory consolidate` has no deployment, so Prefect's Retry
+    cannot run it again: its failures artifact, read from the Prefect server's API, says
+    so and names `agent-memory jobs retry --run ID`, and that command retries the scope."""
+    from prefect.settings import PREFECT_API_URL
+
+    assert retrying.db.url is not None and retrying.llm.api_base is not None
+    for name, value in {
+        "DATABASE_URL": retrying.db.url.get_secret_value(),
+        "AGENT_MEMORY_LLM_MODEL": "openai/test-model",
+        "AGENT_MEMORY_LLM_API_BASE": retrying.llm.api_base,
+        "AGENT_MEMORY_LLM_API_KEY": "sk-test",
+    }.items():
+        monkeypatch.setenv(name, value)
+    fake_llm.reset(broken_for("hi broken"))
+    asyncio.run(record(retrying, "broken", "fine"))
+    runner = CliRunner()
+    first = runner.invoke(app, ["consolidate"])
+    assert first.exit_code == 1, first.output  # a scope failed
+    (run_id,) = db.execute(
+        "SELECT DISTINCT flow_run_id FROM agent_memory.consolidation_jobs"
+    ).fetchone()  # type: ignore[misc]
+    base = str(PREFECT_API_URL.value())
+    run = api(base, f"/flow_runs/{run_id}")
+    assert run["deployment_id"] is None and run["state_type"] == "FAILED"
+    [artifact] = api(
+        base,
+        "/artifacts/filter",
+        {
+            "artifacts": {
+                "key": {"any_": ["memory-consolidation-failures"]},
+                "flow_run_id": {"any_": [run_id]},
+            }
+        },
+    )
+    text = artifact["data"]
+    assert f"agent-memory jobs retry --run {run_id}" in text
+    assert "Prefect's **Retry**" not in text and "This run has no deployment" in text
+
+    fake_llm.reset(lambda _req: Reply(GOOD))
+    again = runner.invoke(app, ["jobs", "retry", "--run", run_id])
+
+    assert again.exit_code == 0, again.output
+    assert job_statuses(db, "broken") == ["failed", "completed"]
 
 
 async def test_only_failed_or_dead_jobs_can_be_retried(

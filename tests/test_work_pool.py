@@ -202,6 +202,18 @@ def test_a_failed_run_retried_from_prefect_completes_without_duplicates(
         state = wait_final(base, run["id"], worker)
         assert state["type"] == "FAILED", state  # red in the UI: a scope failed
         assert "1 of 3 scope(s) failed" in state["message"]
+        # a deployment's run: its failures artifact offers Prefect's Retry, which works here
+        [failures] = api(
+            base,
+            "/artifacts/filter",
+            {
+                "artifacts": {
+                    "key": {"any_": ["memory-consolidation-failures"]},
+                    "flow_run_id": {"any_": [run["id"]]},
+                }
+            },
+        )
+        assert "Prefect's **Retry** on this run" in failures["data"]
         calls_before = fake_llm.calls
         broken.clear()  # the operator fixes the cause, then presses Retry
         prefect(env, "flow-run", "retry", run["id"])

@@ -26,47 +26,26 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from agent_memory.db.connection import pid_alive
 from agent_memory.errors import PrefectServerError
 from agent_memory.settings import PrefectSettings
 
-STATE = "agent-memory-server.json"
+# the state file's reading is shared with flow runs started from Python, which reuse the server
+from agent_memory_flows.api_server import (
+    STATE,
+    LocalServer,
+    healthy,
+    prefect_home,
+    read_state,
+)
+
+__all__ = ["STATE", "LocalServer", "ensure", "healthy", "prefect_home", "read_state", "stop"]
 _LOCK = "agent-memory-server.lock"
 _KEEPER_LOG = "agent-memory-server.log"
 _CHECK_EVERY_S = 5.0
-
-
-def prefect_home() -> Path:
-    """Prefect's home directory, as Prefect resolves it (``PREFECT_HOME``, else ~/.prefect)."""
-    home = os.environ.get("PREFECT_HOME")
-    return Path(home).expanduser() if home else Path.home() / ".prefect"
-
-
-@dataclass(frozen=True)
-class LocalServer:
-    """The background server: its keeper's pid and its address."""
-
-    pid: int
-    url: str
-    log: str
-
-    @property
-    def api_url(self) -> str:
-        return f"{self.url}/api"
-
-
-def healthy(api_url: str, timeout: float = 2.0) -> bool:
-    """True when a Prefect API answers its health check at ``api_url``."""
-    try:
-        with urllib.request.urlopen(f"{api_url}/health", timeout=timeout) as response:
-            return bool(response.status == 200)
-    except (OSError, ValueError):
-        return False
 
 
 def _port_free(port: int) -> bool:
@@ -76,16 +55,6 @@ def _port_free(port: int) -> bool:
         except OSError:
             return False
     return True
-
-
-def read_state(home: Path) -> LocalServer | None:
-    """The background server the state file names, if its keeper is alive."""
-    try:
-        data = json.loads((home / STATE).read_text())
-        server = LocalServer(int(data["pid"]), str(data["url"]), str(data["log"]))
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return server if pid_alive(server.pid) else None
 
 
 @contextlib.contextmanager
@@ -177,7 +146,7 @@ def stop(home: Path | None = None, timeout: float = 30.0) -> LocalServer | None:
 
 def _keep(port: int, idle_s: float, timeout: float) -> int:
     """The keeper: start the server, publish its address, stop it when idle or told to."""
-    from agent_memory_deployments.server import free_port, start_prefect_server
+    from agent_memory_flows.prefect_server import free_port, start_prefect_server
 
     home = prefect_home()
     if not _port_free(port):  # taken by something that is not a Prefect server: another one

@@ -34,6 +34,7 @@ from prefect.settings import PREFECT_API_URL, PREFECT_HOME
 from agent_memory.db.scope_keys import namer_for
 from agent_memory.models import Scope
 from agent_memory.settings import Settings
+from agent_memory_flows.api_server import reporting_server
 
 PAGE = 200
 # Prefect deletes a run's logs after the run, in the background: how long to wait for it
@@ -50,7 +51,9 @@ async def forget_in_prefect(scopes: list[Scope], settings: Settings) -> dict[str
     users = {s.user_id for s in scopes if s.user_id is not None}
     doomed: list[FlowRun] = []
     rewritten = 0
-    async with get_client() as client:
+    # the same server a run from Python reports to: with none configured, the background
+    # one or a quiet one of this process's own, never Prefect's noisy temporary server
+    async with reporting_server(settings.prefect), get_client() as client:
         async for run in _flow_runs(client):
             subjects = _subjects(run.parameters)
             if subjects and subjects <= set(scopes) | {Scope(u) for u in users}:

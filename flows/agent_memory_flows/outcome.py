@@ -1,6 +1,7 @@
 """How a consolidation-type run ends: Completed with its summary, or Failed when a scope
-failed, so that the Prefect UI shows it red and its Retry (or `prefect flow-run retry`) runs it
-again; and how callers in Python get the summary either way."""
+failed, so that the Prefect UI shows it red and, for a deployment's run, its Retry (or `prefect
+flow-run retry`) runs it again (a run without a deployment: `agent-memory jobs retry --run ID`);
+and how callers in Python get the summary either way."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from prefect import get_run_logger
+from prefect import get_run_logger, runtime
 from prefect.artifacts import acreate_markdown_artifact, acreate_table_artifact
 from prefect.events import emit_event
 
@@ -20,6 +20,7 @@ from agent_memory.db.failures import HeldBack
 from agent_memory.pseudonyms import Namer, by_label, summarise
 
 SUMMARY_KEY = "memory-consolidation-summary"
+FAILURES_KEY = "memory-consolidation-failures"
 
 _SHORT_ERROR = 80  # characters of the error in the narrow summary table
 
@@ -83,24 +84,11 @@ async def publish(
             "the job row, `agent-memory jobs list`)",
         )
     if summary["failed"]:
-        failed = "\n".join(
-            f"- `{r['scope']}` (job {r['job']}): {r['error']}"
-            for r in rows
-            if r["outcome"] == "failed"
-        )
-        jobs = " ".join(
-            f"--job {r['job']}" for r in rows if r["outcome"] == "failed" and r["job"] is not None
-        )
         await acreate_markdown_artifact(
-            markdown="## Failed scopes\n\nTheir episodes stay pending for the next run.\n\n"
-            + failed
-            + "\n\n## To retry them now\n\n"
-            + "Prefect's **Retry** on this run redoes only its failed scopes, at once; or, "
-            + "from a shell with the same settings:\n\n"
-            + f"```\nagent-memory jobs retry {jobs or '--all'}\n```\n\n"
-            + "A scope that fails again waits a doubling backoff, and after "
-            + "`AGENT_MEMORY_JOB_ATTEMPTS` failures in a row is parked until retried so.",
-            key="memory-consolidation-failures",
+            markdown=failures_markdown(
+                rows, str(runtime.flow_run.id), runtime.deployment.id is not None
+            ),
+            key=FAILURES_KEY,
         )
         logger.error(
             "%d scope(s) failed; see the job rows and the run's artifacts", summary["failed"]
@@ -109,6 +97,39 @@ async def publish(
         if result.outcome == "failed":
             emit_failure(result, name)
     return summary
+
+
+def failures_markdown(rows: list[dict[str, Any]], run_id: str, from_deployment: bool) -> str:
+    """The failures artifact: the failed scopes, and the ways to retry them that work for this
+    run. Prefect's Retry reruns a run only through its deployment (a worker or ``serve`` picks
+    it up again); a run started from the command line or from Python has none, and Prefect's
+    Retry (the UI offers none; ``prefect flow-run retry`` leaves it Scheduled, then Late) does
+    not run it: ``agent-memory jobs retry --run ID`` does."""
+    failed = [r for r in rows if r["outcome"] == "failed"]
+    listed = "\n".join(f"- `{r['scope']}` (job {r['job']}): {r['error']}" for r in failed)
+    jobs = " ".join(f"--job {r['job']}" for r in failed if r["job"] is not None)
+    if from_deployment:
+        how = (
+            "Prefect's **Retry** on this run (or `prefect flow-run retry " + run_id + "`) "
+            "redoes only its failed scopes, at once, when the deployment's worker or "
+            "`agent-memory serve` is running; or, from a shell with the same settings:"
+        )
+    else:
+        how = (
+            "This run has no deployment (it was started from the command line or from "
+            "Python), so Prefect's Retry cannot run it again. From a shell with the same "
+            "settings, this redoes only its failed scopes, in a new run linked to this one:"
+        )
+    return (
+        "## Failed scopes\n\nTheir episodes stay pending for the next run.\n\n"
+        + listed
+        + "\n\n## To retry them now\n\n"
+        + how
+        + f"\n\n```\nagent-memory jobs retry --run {run_id}\n```\n\n"
+        + (f"or, by their jobs: `agent-memory jobs retry {jobs}`. " if jobs else "")
+        + "A scope that fails again waits a doubling backoff, and after "
+        + "`AGENT_MEMORY_JOB_ATTEMPTS` failures in a row is parked until retried so."
+    )
 
 
 FAILED_EVENT = "memory.consolidation.failed"
