@@ -170,6 +170,14 @@ class Management:
                 found += await fact_repo.items(conn, level, day)
         return sorted(found, key=lambda f: (-f.importance, f.id))
 
+    async def readable_fact(self, scope: Scope, fact_id: int) -> MemoryItem:
+        """The current fact ``fact_id`` if ``scope`` reads it (its own, or a level of memory it
+        reads); another user's or a sibling scope's raises `UnknownFactError` as a missing
+        one does. One read, whatever the scope holds."""
+        pool = await self._apool()
+        async with pool.connection() as conn:
+            return await _current(conn, fact_id, self._readable(scope))
+
     async def add_fact(
         self, scope: Scope, content: str, *, importance: float = 0.5, kind: FactKind = "general"
     ) -> MemoryItem:

@@ -208,6 +208,7 @@ class MemoryManager:
     drop_tenant = forward("_management", Management.drop_tenant)
     tenants = forward("_management", Management.tenants)
     readable_facts = forward("_management", Management.readable_facts)
+    readable_fact = forward("_management", Management.readable_fact)
     add_fact = forward("_management", Management.add_fact)
     update_fact = forward("_management", Management.update_fact)
     forget_fact = forward("_management", Management.forget_fact)

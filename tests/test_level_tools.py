@@ -43,6 +43,12 @@ async def test_the_manager_changes_a_fact_of_a_level_the_scope_reads_at_its_own_
     manager: MemoryManager, db: psycopg.Connection[Any]
 ) -> None:
     person, note, sibling, other = await _filed(manager)
+    # read one by id: the scope's own or a level it reads, never a sibling's or another user's
+    assert (await manager.readable_fact(SUPPORT, person)).content == "Alice wants answers by email"
+    assert (await manager.readable_fact(SUPPORT, note)).id == note
+    for fact_id in (sibling, other):
+        with pytest.raises(UnknownFactError, match=f"no current fact with id {fact_id}"):
+            await manager.readable_fact(SUPPORT, fact_id)
     updated = await manager.update_fact(person, "Alice wants answers by phone", scope=SUPPORT)
     assert (updated.user_id, updated.agent_id) == ("alice", None)  # the person's level still
     for fact_id in (sibling, other):

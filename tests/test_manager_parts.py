@@ -27,6 +27,7 @@ ASYNC = [
     "drop_tenant",
     "tenants",
     "readable_facts",
+    "readable_fact",
     "add_fact",
     "update_fact",
     "forget_fact",
