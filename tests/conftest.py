@@ -153,6 +153,30 @@ def empty_database(pg_server: dict[str, Any]) -> Iterator[psycopg.Connection[Any
 
 
 @pytest.fixture
+def app_database_url(pg_server: dict[str, Any]) -> Iterator[str]:
+    """An empty database owned by a role of its own that is no superuser, as the URL of that
+    role (as on many managed PostgreSQL services: the application's role owns its database,
+    may migrate it, and may not create extensions such as pgvector)."""
+    from psycopg import sql
+
+    role = f"app_{uuid.uuid4().hex[:8]}"
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    server = {k: str(v) for k, v in pg_server.items()}
+    with psycopg.connect(dbname="postgres", autocommit=True, **server) as admin:
+        admin.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+        admin.execute(
+            sql.SQL("CREATE DATABASE {} OWNER {}").format(
+                sql.Identifier(name), sql.Identifier(role)
+            )
+        )
+        try:
+            yield psycopg.conninfo.make_conninfo(dbname=name, **{**server, "user": role})
+        finally:
+            admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+            admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+
+
+@pytest.fixture
 def db(database_url: str) -> Iterator[psycopg.Connection[Any]]:
     """A plain autocommit connection to this test's database, for assertions."""
     with psycopg.connect(database_url, autocommit=True) as conn:

@@ -138,10 +138,13 @@ async def test_a_large_scope_gets_its_own_index_and_inject_reads_it(
 def test_vectors_stored_before_scopes_were_kept_get_their_scope(
     db: psycopg.Connection[Any],
 ) -> None:
-    # the embeddings table as an earlier version created it: no scope_key, no ann_indexes
+    # the embeddings table as an earlier version created it: no scope_key, no ann_indexes (in
+    # place of the tables schema 29 made in the test's database)
     load_facts(db, BIG, [{"content": "User plays the violin.", "importance": 0.5}])
     db.execute(
-        """CREATE EXTENSION IF NOT EXISTS vector;
+        """DROP TABLE agent_memory.ann_indexes, agent_memory.snippet_embeddings,
+                      agent_memory.fact_embeddings;
+           CREATE EXTENSION IF NOT EXISTS vector;
            CREATE TABLE agent_memory.fact_embeddings (
                fact_id bigint PRIMARY KEY REFERENCES agent_memory.memory_items (id)
                        ON DELETE CASCADE,

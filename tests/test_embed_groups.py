@@ -81,7 +81,7 @@ async def test_a_group_is_embedded_at_once_and_each_scope_gets_its_own_counts(
     await fill(manager, db)
     embedder = Counting(EmbeddingSettings(batch_size=4))
     pool = await manager.backend.apool()
-    assert repo.ensure(db) is None  # the vectors' tables, made on first use
+    assert repo.ensure(db) is None  # the vectors' tables (schema 29, with pgvector)
 
     done = await embed_scopes(pool, embedder, [A, B, C])
 

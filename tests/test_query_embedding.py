@@ -4,16 +4,14 @@ embedding service, vectors of other sizes, and the deadline of an embedding call
 from __future__ import annotations
 
 import logging
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
 from langchain_core.messages import HumanMessage
-from psycopg import sql
 
 from agent_memory import MemoryManager
+from agent_memory.db.migrations import current_version, load_migrations
 from agent_memory.embedding import make_embedder, vectors_ready
 from agent_memory.errors import EmbeddingError, TransientEmbeddingError
 from agent_memory.settings import DatabaseSettings, Settings
@@ -22,36 +20,25 @@ from tests.embedded import DANA, DATA, with_embeddings
 from tests.fake_llm import FakeLLM
 
 
-@pytest.fixture
-def unprivileged_url(database_url: str, db: psycopg.Connection[Any]) -> Iterator[str]:
-    """The test database through a role that may not create extensions (as on many managed
-    PostgreSQL services): pgvector cannot be set up."""
-    role = f"app_{uuid.uuid4().hex[:8]}"
-    db.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
-    for statement in (
-        "GRANT USAGE ON SCHEMA agent_memory TO {}",
-        "GRANT ALL ON ALL TABLES IN SCHEMA agent_memory TO {}",
-        "GRANT ALL ON ALL SEQUENCES IN SCHEMA agent_memory TO {}",
-    ):
-        db.execute(sql.SQL(statement).format(sql.Identifier(role)))
-    yield psycopg.conninfo.make_conninfo(database_url, user=role)
-    db.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
-    db.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
-
-
-async def test_a_server_without_pgvector_says_so_and_falls_back_to_full_text(
+async def test_a_role_that_may_not_create_pgvector_says_so_and_falls_back_to_full_text(
     settings: Settings,
     fake_llm: FakeLLM,
-    db: psycopg.Connection[Any],
-    unprivileged_url: str,
+    app_database_url: str,
     caplog: Any,
 ) -> None:
-    load_facts(db, DANA, DATA["facts"])
     app = with_embeddings(settings, fake_llm).model_copy(
-        update={"db": DatabaseSettings(url=unprivileged_url, pool_min_size=1, pool_max_size=2)}
+        update={"db": DatabaseSettings(url=app_database_url, pool_min_size=1, pool_max_size=2)}
     )
-    manager = await MemoryManager.create(settings=app, migrate=False)
+    # the database's role migrates it, and may not create pgvector
+    manager = await MemoryManager.create(settings=app)
     try:
+        with psycopg.connect(app_database_url, autocommit=True) as conn:
+            # migrated to the end, without the vector tables
+            assert current_version(conn) == len(load_migrations())
+            assert conn.execute(
+                "SELECT to_regclass('agent_memory.fact_embeddings')"
+            ).fetchone() == (None,)
+            load_facts(conn, DANA, DATA["facts"])
         assert "permission denied to create extension" in (vectors_ready(manager.database) or "")
         with caplog.at_level(logging.WARNING, logger="agent_memory.manager"):
             frame = await manager.inject(DANA, query="Any tips for my daughter's violin practice?")

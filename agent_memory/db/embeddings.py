@@ -1,10 +1,10 @@
 """Fact embeddings (pgvector): one row per fact, tagged with the model that made it.
 
-The table is created on first use, not by a migration, because it needs the ``vector``
-extension: a server without pgvector (or a role that may not create it) keeps working with
-full-text relevance. Vectors of any length are stored; inject compares a scope's facts to the
-question exactly (the scope's rows come through the scope index), which needs no per-model
-index and finds every match.
+The tables are made by a migration (sql/0029_vector_tables.sql) that skips them when the server
+has no pgvector or the migrating role may not create the extension: such a database keeps
+working with full-text relevance, and :func:`ensure` makes them once it can. Vectors of any
+length are stored; inject compares a scope's facts to the question exactly (the scope's rows
+come through the scope index), which needs no per-model index and finds every match.
 
 A fact whose text the model refuses (too long, against its content policy, no usable vector) is
 recorded in fact_embedding_rejections (migration 8) for that model, so embedding runs go on past
@@ -27,65 +27,29 @@ import psycopg
 from psycopg.adapt import Dumper
 from psycopg.pq import Format
 
+from agent_memory.db import migrations
 from agent_memory.models import Scope
 
 log = logging.getLogger(__name__)
 
-CREATE = """
-CREATE EXTENSION IF NOT EXISTS vector;
-CREATE TABLE IF NOT EXISTS agent_memory.fact_embeddings (
-    fact_id    bigint PRIMARY KEY
-               REFERENCES agent_memory.memory_items (id) ON DELETE CASCADE,
-    model      text NOT NULL,
-    embedding  vector NOT NULL,
-    created_at timestamptz NOT NULL DEFAULT now()
-);
-CREATE INDEX IF NOT EXISTS fact_embeddings_model_idx ON agent_memory.fact_embeddings (model);
--- the messages of past conversations (sql/0009); a message the model refused has a NULL
--- embedding, so it is not asked for again (full text still finds it)
-CREATE TABLE IF NOT EXISTS agent_memory.snippet_embeddings (
-    snippet_id bigint PRIMARY KEY REFERENCES agent_memory.snippets (id) ON DELETE CASCADE,
-    model      text NOT NULL,
-    embedding  vector
-);
--- each vector carries its scope, so a scope's nearest are read from its own rows (and, for a
--- large scope, from an index of its own: see ensure_ann_index)
-ALTER TABLE agent_memory.fact_embeddings ADD COLUMN IF NOT EXISTS scope_key text COLLATE "C";
-ALTER TABLE agent_memory.snippet_embeddings ADD COLUMN IF NOT EXISTS scope_key text COLLATE "C";
-UPDATE agent_memory.fact_embeddings e SET scope_key = m.scope_key
-FROM agent_memory.memory_items m WHERE m.id = e.fact_id AND e.scope_key IS NULL;
-UPDATE agent_memory.snippet_embeddings e SET scope_key = m.scope_key
-FROM agent_memory.snippets m WHERE m.id = e.snippet_id AND e.scope_key IS NULL;
-CREATE INDEX IF NOT EXISTS fact_embeddings_scope_idx
-    ON agent_memory.fact_embeddings (scope_key, model);
-CREATE INDEX IF NOT EXISTS snippet_embeddings_scope_idx
-    ON agent_memory.snippet_embeddings (scope_key, model);
--- the approximate nearest-neighbour (HNSW) indexes of large scopes, one per scope and model
-CREATE TABLE IF NOT EXISTS agent_memory.ann_indexes (
-    kind       text NOT NULL CHECK (kind IN ('facts', 'snippets')),
-    scope_key  text COLLATE "C" NOT NULL,
-    model      text NOT NULL,
-    dims       integer NOT NULL,
-    name       text NOT NULL,
-    created_at timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (kind, scope_key, model)
-);
--- a keyed hash of the scope key (sql/0019), which a large scope's own HNSW index names
-ALTER TABLE agent_memory.fact_embeddings ADD COLUMN IF NOT EXISTS scope_tag text COLLATE "C";
-ALTER TABLE agent_memory.snippet_embeddings ADD COLUMN IF NOT EXISTS scope_tag text COLLATE "C";
-ALTER TABLE agent_memory.ann_indexes ADD COLUMN IF NOT EXISTS scope_tag text COLLATE "C";
--- tenant mode (sql/0016_tenants.sql): a tenant reads its own scope's vectors only
-DO $$
-BEGIN
-    IF to_regprocedure('agent_memory.protect_vectors()') IS NOT NULL THEN
-        PERFORM agent_memory.protect_vectors();
-    END IF;
-END
-$$;
-"""
-
-# the last table CREATE makes: when it is there, so is the rest
+# the last table sql/0029 makes: when it is there, so is the rest
 EXISTS = "SELECT to_regclass('agent_memory.ann_indexes') IS NOT NULL"
+
+# why the vector migration skipped the tables in this transaction ("SQLSTATE message"; empty
+# when it did not skip at the extension)
+SKIPPED = "SELECT current_setting('agent_memory.vectors_skipped', true)"
+
+# why not, from the catalog, when the migration recorded no refusal (NULL: neither of these)
+WHY_NOT = """
+SELECT CASE
+    WHEN NOT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector')
+        THEN 'the server has no pgvector (no vector in pg_available_extensions)'
+    WHEN to_regtype('vector') IS NULL
+        THEN 'pgvector is installed in schema ' || (
+            SELECT n.nspname FROM pg_extension x JOIN pg_namespace n ON n.oid = x.extnamespace
+            WHERE x.extname = 'vector') || ', which is not on this role''s search_path'
+END
+"""
 
 # the scopes a statement is about (the three parts of each, as arrays), with each one's place
 # in the list, from 1 (a scope named twice is read once)
@@ -178,31 +142,43 @@ WHERE m.superseded_at IS NULL
 """
 
 
-# what says this server will not hold embeddings, however often it is asked
-_PERMANENT = (
-    psycopg.errors.InsufficientPrivilege,  # this role may not create the extension
-    psycopg.errors.UndefinedFile,  # the server has no pgvector ("could not open ... control")
-    psycopg.errors.FeatureNotSupported,
-)
-
-
 def ensure(conn: psycopg.Connection[Any]) -> str | None:
-    """Create the extension and table if missing; None when ready, else why not (the server
-    has no pgvector, or this role may not create it). Other errors (a lost connection, a lock
-    timeout) are raised: they say nothing about the server, so the caller may ask again."""
+    """None when the vector tables are ready, else why not (the server has no pgvector, or this
+    role may not create it), in one line. Other errors (a lost connection, a lock timeout) are
+    raised: they say nothing about the server, so the caller may ask again.
+
+    The tables are made by the vector migrations (sql/0029_vector_tables.sql and any later one
+    marked so), which skip them when the extension cannot be had. When they are missing, this
+    runs those migrations again (pgvector may have been installed since, or this role may
+    create it where the migrating one could not), then says why not from what the migration
+    recorded or from the catalog: the DDL has one home, the migration files."""
     if conn.execute(EXISTS).fetchone() == (True,):
         return None
     try:
         with conn.transaction():
-            conn.execute(CREATE)
-    except psycopg.errors.UniqueViolation:
-        # two processes created it at once; the other one won
-        if conn.execute(EXISTS).fetchone() == (True,):
-            return None
-        raise
-    except _PERMANENT as exc:
+            ran = migrations.apply_vector_migrations(conn)
+            if conn.execute(EXISTS).fetchone() == (True,):
+                return None
+            # read in the transaction that set it (the setting is local to it)
+            row = conn.execute(SKIPPED).fetchone()
+            skipped = str(row[0]) if row and row[0] else ""
+    except psycopg.errors.InsufficientPrivilege as exc:
+        # pgvector is there, but this role may not make the tables (no CREATE on the schema);
+        # a refusal of the extension itself is caught by the migration and recorded
         return f"{type(exc).__name__}: {str(exc).strip().splitlines()[0]}"
-    return None
+    if skipped:
+        # as the error would have read: "InsufficientPrivilege: permission denied to ..."
+        state, _, message = skipped.partition(" ")
+        return f"{psycopg.errors.lookup(state).__name__}: {message.splitlines()[0]}"
+    row = conn.execute(WHY_NOT).fetchone()
+    if row and row[0]:
+        return str(row[0])
+    if not ran:
+        return (
+            f"the schema is at version {migrations.current_version(conn)}, before the vector"
+            " tables' migration: run agent-memory migrate"
+        )
+    return "the vector tables are missing after their migrations ran: " + ", ".join(ran)
 
 
 def vector_text(vector: Sequence[float]) -> str:

@@ -74,7 +74,7 @@ STATEMENTS: list[tuple[str, str]] = [
         " AND workflow_id IS NOT DISTINCT FROM %(workflow_id)s",
     ),
 ]
-# the vectors live in tables made on first use (pgvector may be missing): erased when there
+# the vectors live in tables that exist only with pgvector (sql/0029): erased when there
 VECTOR_TABLES = [
     ("fact_embeddings", f"DELETE FROM agent_memory.fact_embeddings WHERE scope_key = {KEY}"),
     ("snippet_embeddings", f"DELETE FROM agent_memory.snippet_embeddings WHERE scope_key = {KEY}"),

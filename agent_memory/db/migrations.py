@@ -3,6 +3,12 @@
 Position in the ordered list is the version. A migration runs in one transaction together with
 the row that records it, under an advisory lock so two processes starting at once do not race.
 Every statement is written to be safe to re-run as well.
+
+A *vector migration* (its header holds the line ``-- vector migration``; the first is
+sql/0029_vector_tables.sql) makes or changes the pgvector tables, which a server may lack: it
+skips what it cannot do, is recorded either way, and :func:`apply_vector_migrations` runs the
+applied ones again, in order, once the tables can be made (``agent_memory.db.embeddings.ensure``
+calls it). So each such migration conditions its statements on the tables existing.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from agent_memory.decay import DecayPolicy
 from agent_memory.errors import MigrationError
 
 _NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+_VECTOR_MARK = re.compile(r"^-- vector migration$", re.MULTILINE)
 # any constant works; it only has to be the same in every process
 _MIGRATION_LOCK = 0x6167_6D65_6D00
 
@@ -38,6 +45,11 @@ class Migration:
     version: int
     name: str
     sql: str
+
+    @property
+    def vectors(self) -> bool:
+        """Whether this is a vector migration (see the module's docstring)."""
+        return _VECTOR_MARK.search(self.sql) is not None
 
 
 def sql_dir() -> Path:
@@ -92,6 +104,24 @@ def migrate(
     except psycopg.Error as exc:
         raise MigrationError(f"migration failed: {exc}") from exc
     return applied
+
+
+def apply_vector_migrations(
+    conn: psycopg.Connection[Any], *, migrations: list[Migration] | None = None
+) -> list[str]:
+    """Run the vector migrations this database has applied again, in order, in one
+    transaction under the migration lock (so not beside a migration or another call); the
+    names run. Called when the vector tables are missing: pgvector came after migrating, or the
+    migrating role could not create it. A migration this database has not applied yet is left
+    to :func:`migrate` (it may need the ones before it)."""
+    migrations = migrations if migrations is not None else load_migrations()
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+        have = current_version(conn)
+        ran = [m for m in migrations if m.vectors and m.version <= have]
+        for migration in ran:
+            conn.execute(migration.sql.encode("utf-8"))
+    return [m.name for m in ran]
 
 
 def tenant_scope(conn: psycopg.Connection[Any]) -> str | None:
