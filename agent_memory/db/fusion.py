@@ -1,6 +1,7 @@
-"""The parameters of a ranking statement: the question, the day and limits, the priors'
-weights, and how the full-text and the meaning rankings are fused (:mod:`agent_memory.db.recall`
-says what each means)."""
+"""How the full-text and the meaning rankings are fused into one relevance: the CTE that fuses
+them (``FUSED``, shared by the fact ranking and the conversation search), and the parameters of
+a ranking statement (the question, the day and limits, the priors' weights, the fusion's own);
+`agent_memory.db.recall` says what each means."""
 
 from __future__ import annotations
 
@@ -11,6 +12,19 @@ from typing import Any
 from agent_memory.decay import day_index, importance_floor
 from agent_memory.models import Scope
 from agent_memory.settings import MemorySettings
+
+# the two rankings fused into one relevance (see agent_memory.db.recall): ``text_hits`` and
+# ``vector_hits`` CTEs in, ``fused(id, relevance)`` out
+FUSED = """fused AS (
+    SELECT id,
+           sum(CASE WHEN %(fusion)s = 'rrf' THEN w / (%(rrf_k)s + r) ELSE w * n END) AS relevance
+    FROM (SELECT id, r, n, %(w_text)s::float8 AS w FROM text_hits
+          UNION ALL
+          SELECT id, r, n, %(w_vector)s::float8 * (1 - CASE WHEN %(text_gate)s::bool
+              THEN coalesce((SELECT max(n) FROM text_hits), 0) ELSE 0 END)
+          FROM vector_hits) AS hits
+    GROUP BY id
+)"""
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,7 @@ from agent_memory.db.dual import Connection, Run, Steps, Transaction, dual
 from agent_memory.db.embeddings import vector_text
 from agent_memory.db.fragments import SCOPE_MATCH, importance_on
 from agent_memory.db.fulltext import text_hits
+from agent_memory.db.fusion import FUSED
 from agent_memory.db.levels import level_key
 from agent_memory.models import Scope
 from agent_memory.settings import MAX_HALF_LIFE
@@ -168,18 +169,6 @@ def by_id(table: str, id_: str) -> str:
     for a few dozen candidates (OFFSET 0 keeps the subquery from being merged into a join)."""
     return f"(SELECT * FROM {table} WHERE id = {id_} OFFSET 0)"
 
-
-# the two rankings fused into one relevance (see the module)
-FUSED = """fused AS (
-    SELECT id,
-           sum(CASE WHEN %(fusion)s = 'rrf' THEN w / (%(rrf_k)s + r) ELSE w * n END) AS relevance
-    FROM (SELECT id, r, n, %(w_text)s::float8 AS w FROM text_hits
-          UNION ALL
-          SELECT id, r, n, %(w_vector)s::float8 * (1 - CASE WHEN %(text_gate)s::bool
-              THEN coalesce((SELECT max(n) FROM text_hits), 0) ELSE 0 END)
-          FROM vector_hits) AS hits
-    GROUP BY id
-)"""
 
 FACTS = "agent_memory.memory_items"
 EMBEDDINGS = "agent_memory.fact_embeddings"

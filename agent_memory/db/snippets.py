@@ -24,9 +24,8 @@ from agent_memory.db.dual import Steps, dual
 from agent_memory.db.embeddings import vector_text
 from agent_memory.db.fragments import SCOPE_MATCH
 from agent_memory.db.fulltext import text_hits
-from agent_memory.db.fusion import DEFAULT_FUSION, Fusion
+from agent_memory.db.fusion import DEFAULT_FUSION, FUSED, Fusion
 from agent_memory.db.recall import (
-    FUSED,
     NO_VECTOR_HITS,
     by_id,
     fetch_ranking_steps,
