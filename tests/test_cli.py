@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from agent_memory.db.migrations import load_migrations
 from agent_memory_deployments.cli import app
+from agent_memory_flows.prefect_server import free_port
 from tests.processes import run_interpreter
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,7 +38,10 @@ def test_demo_passes_every_step_on_the_embedded_default(tmp_path: Path) -> None:
         if not k.startswith(("PREFECT_API", "DATABASE_URL", "AGENT_MEMORY_"))
     }
     env.update(
-        AGENT_MEMORY_DB_DATA_DIR=str(tmp_path / "pgdata"), PREFECT_HOME=str(tmp_path / "prefect")
+        AGENT_MEMORY_DB_DATA_DIR=str(tmp_path / "pgdata"),
+        PREFECT_HOME=str(tmp_path / "prefect"),
+        # a port of its own: a server already on the default one would be reused instead
+        AGENT_MEMORY_PREFECT_PORT=str(free_port()),
     )
     result = run_interpreter(["-m", "agent_memory_deployments.cli", "demo"], env, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
