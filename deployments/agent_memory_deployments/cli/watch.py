@@ -98,8 +98,9 @@ def _drawing(console: Console, main: Unit, shown: tuple[Unit, ...]) -> Iterator[
         TextColumn("{task.fields[counts]}"),
         _Rate(),
         TimeElapsedColumn(),
-        TextColumn("left"),
+        TextColumn("elapsed,"),
         TimeRemainingColumn(),
+        TextColumn("left"),
     )
     with (
         Progress(*columns, console=console, transient=True, refresh_per_second=2) as bar,
