@@ -10,6 +10,7 @@ from typing import Any, NamedTuple, cast
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
+from agent_memory import progress
 from agent_memory.embedding import TextEmbedder
 from agent_memory.models import Scope
 
@@ -102,7 +103,7 @@ async def _embed_facts(
         if bad:
             await repo.reject(conn, embedder.model, [i for i, _ in bad], [r for _, r in bad])
 
-    return await _embed_rows(pool, embedder, repo.missing, store, scopes, limit)
+    return await _embed_rows(pool, embedder, repo.missing, store, scopes, limit, "facts")
 
 
 async def _embed_messages(
@@ -131,7 +132,9 @@ async def _embed_messages(
             vectors + [None] * len(bad),
         )
 
-    return await _embed_rows(pool, embedder, repo.missing_snippets, store, scopes, limit)
+    return await _embed_rows(
+        pool, embedder, repo.missing_snippets, store, scopes, limit, "messages"
+    )
 
 
 async def ensure_ann_indexes(
@@ -181,10 +184,12 @@ async def _embed_rows(
     store: Any,
     scopes: Sequence[Scope] | None,
     limit: int | None,
+    unit: progress.Unit,
 ) -> dict[int | None, Embedded]:
     """The embedding loop: rows ``missing`` names (of ``scopes``, or of all), a batch at a
     time, each batch stored (the vectors, and the refusals with their reasons) in one
-    transaction as it comes. What each scope got, by its place in ``scopes`` (None: all)."""
+    transaction as it comes, and counted in ``unit`` for a progress watcher. What each scope
+    got, by its place in ``scopes`` (None: all)."""
     stored: dict[int | None, int] = {}
     refusals: dict[int | None, list[tuple[int, str]]] = {}
     done = after = 0
@@ -209,6 +214,7 @@ async def _embed_rows(
         async with pool.connection() as conn, conn.transaction():
             await store(conn, good, bad)
         done += len(todo)
+        progress.advance(unit, len(todo))
         after = todo[-1][0]
         if len(todo) < size:
             break

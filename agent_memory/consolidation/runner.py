@@ -18,6 +18,7 @@ from typing import Protocol
 
 from psycopg_pool import AsyncConnectionPool
 
+from agent_memory import progress
 from agent_memory.consolidation import groups
 from agent_memory.consolidation.claims import ScopeClaims
 from agent_memory.consolidation.embed import Embedding, embed_each
@@ -77,6 +78,7 @@ async def one_round(run: Run, group: ScopeGroup) -> None:
     """Load, extract and write the next batch of each of the group's scopes that has one,
     then record the failures: each step once for the whole group."""
     before = {id(m): len(m.results) for m in group.members}
+    was_done = len(group.at("done"))
     steps = run.steps.round(group)
     order: list[tuple[Stage, Callable[[], Awaitable[StepEnd]]]] = [
         ("claimed", steps.load),
@@ -96,6 +98,9 @@ async def one_round(run: Run, group: ScopeGroup) -> None:
             )
             job_id = member.batch.job_id if member.batch is not None else None
             member.finish_batch(ScopeResult(member.scope, "failed", job_id, error=error), 1)
+    new = [r for m in group.members for r in m.results[before[id(m)] :]]
+    progress.advance("episodes", sum(r.episodes for r in new))
+    progress.advance("scopes", len(group.at("done")) - was_done)
     if run.on_batch is None:
         return
     for member in group.members:
@@ -141,12 +146,14 @@ async def one_group(run: Run, group: ScopeGroup) -> None:
         error = redact(f"could not claim: {exc}", run.secrets)
         for member in group.members:
             member.finish_batch(ScopeResult(member.scope, "failed", error=error), 1)
+        progress.advance("scopes", len(group.members))
         return
     for member, ours in zip(group.members, owned, strict=True):
         if ours:
             claimed.append(member)
         else:  # a live run is consolidating this scope right now
             member.finish_batch(ScopeResult(member.scope, "busy"), run.plan.max_batches)
+    progress.advance("scopes", len(group.members) - len(claimed))
     try:
         while group.at("claimed"):
             await one_round(run, group)
@@ -166,7 +173,11 @@ async def consolidate_groups(
 
     async def one(group: ScopeGroup) -> None:
         async with slots:
-            await one_group(run, group)
+            try:
+                await one_group(run, group)
+            except BaseException:  # its unfinished scopes fail below: they are done too
+                progress.advance("scopes", len(group.members) - len(group.at("done")))
+                raise
 
     # one group's unexpected error must not stop the others
     errors = await asyncio.gather(*(one(g) for g in scope_groups), return_exceptions=True)

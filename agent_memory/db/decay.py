@@ -4,7 +4,7 @@ it, and the record of each decay run."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import date
 from typing import Any
 
@@ -93,10 +93,11 @@ async def purge(
     on: date,
     scope: Scope | None = None,
     batch: int = 5_000,
+    on_batch: Callable[[int], object] | None = None,
 ) -> int:
     """Delete facts whose importance on ``on`` is below ``purge_below``; returns how many.
 
-    Runs in autocommit batches of ``batch`` rows.
+    Runs in autocommit batches of ``batch`` rows, ``on_batch`` told how many each deleted.
     """
     params = purge_params(purge_below, on, scope, batch)
     total = 0
@@ -104,6 +105,8 @@ async def purge(
         async with conn.transaction():
             cur = await conn.execute(PURGE_BATCH, params)
         total += cur.rowcount
+        if on_batch is not None:
+            on_batch(cur.rowcount)
         if cur.rowcount < batch:
             return total
 

@@ -20,6 +20,7 @@ from prefect.artifacts import acreate_progress_artifact, aupdate_progress_artifa
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
 from agent_memory import decay as decay_math
+from agent_memory import progress
 from agent_memory.consolidation import ScopeResult
 from agent_memory.consolidation.results import BackfillSummary
 from agent_memory.db.decay import count_faded
@@ -92,8 +93,10 @@ async def backfill_flow(
 ) -> Any:
     """Consolidate the pending history in the window, oldest first within each scope."""
     window = params.window()
+    progress.note("counting pending episodes")
     async with open_pool(get_settings(), max_size=1) as pool, pool.connection() as conn:
         total = await count_pending(conn, window)
+    progress.plan("episodes", total)
     progress_id = await acreate_progress_artifact(
         progress=0.0 if total else 100.0,
         key=PROGRESS_KEY,
@@ -135,6 +138,7 @@ async def backfill_flow(
         + (f"; {summary['failed']} scope(s) failed" if summary["failed"] else ""),
     )
     # history older than the decay allows is gone at the next decay: say so, never silently
+    progress.note("counting faded facts")
     settings = get_settings()
     async with open_pool(settings, max_size=1, setup=False) as pool, pool.connection() as conn:
         faded = await count_faded(

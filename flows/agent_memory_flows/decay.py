@@ -17,7 +17,7 @@ from prefect import flow, runtime
 from prefect.artifacts import acreate_markdown_artifact, acreate_table_artifact
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent_memory import analytics
+from agent_memory import analytics, progress
 from agent_memory.db.pool import open_pool
 from agent_memory.db.scope_keys import namer_for
 from agent_memory.decay import DecayPolicy, today
@@ -88,9 +88,11 @@ async def decay_flow(
         # purge with the policy the expiry days were computed with, then apply a changed one
         retry = settings.task_retries
         purge = configured(purge_faded_facts, retry)
+        progress.note("purging faded facts")
         purged = await purge(pool, purge_below, as_of, scope, params.batch_size, label)
         await configured(sync_decay_policy, retry)(pool, policy, as_of)
         analyse = configured(decay_analytics, retry)
+        progress.note("analysing what is left")
         report = await analyse(pool, as_of, scope, purge_below, purged, label, name)
         await configured(record_decay_run, retry)(pool, report, scope, policy)
     await acreate_table_artifact(
@@ -108,6 +110,7 @@ async def decay_flow(
         key="memory-decay-scopes",
         description="Facts per scope (largest first)",
     )
+    progress.note("drawing the chart")
     # drawing takes a few hundred ms of CPU: off the event loop, which serves Prefect's client
     png = await asyncio.to_thread(analytics.plot, report)
     await acreate_markdown_artifact(markdown=_chart_markdown(report, label, png), key=CHART_KEY)

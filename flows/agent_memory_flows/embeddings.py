@@ -13,6 +13,7 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import acreate_markdown_artifact
 from pydantic import BaseModel, ConfigDict, Field
 
+from agent_memory import progress
 from agent_memory.db import embeddings as embedding_repo
 from agent_memory.db.connection import resolve
 from agent_memory.db.pool import open_pool
@@ -62,6 +63,11 @@ async def reembed_flow(
             async with pool.connection() as conn:
                 retried = await embedding_repo.forget_rejections(conn, embedder.model)
             get_run_logger().info("asking %s again for %d refused fact(s)", embedder.model, retried)
+        if progress.watched():  # a count of every fact: only for someone who watches
+            async with pool.connection() as conn:
+                left = (await embedding_repo.counts(conn, embedder.model))[1]
+            progress.plan("facts", left if params.limit is None else min(left, params.limit))
+        progress.note("embedding")
         embed = configured(embed_facts, settings.task_retries)
         done = await embed(pool, None, embedder, "all scopes", params.limit)
         async with pool.connection() as conn:

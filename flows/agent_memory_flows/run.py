@@ -17,6 +17,7 @@ from prefect.client.schemas.objects import State
 from prefect.utilities.annotations import quote
 from psycopg_pool import AsyncConnectionPool
 
+from agent_memory import progress
 from agent_memory.consolidation import RunSummary, ScopeClaims, ScopeResult
 from agent_memory.consolidation.embed import Embedding
 from agent_memory.consolidation.groups import BatchPlan, Limits, ScopeGroup, groups_in_flight, split
@@ -277,7 +278,8 @@ async def run_consolidation(
     scopes: list[Scope] | None = None,
 ) -> RunSummary:
     """The body of a consolidation run (inside a flow): every scope with pending episodes in
-    the window (or just ``scopes``), batch by batch, ``on_batch`` told of each finished batch;
+    the window (or just ``scopes``), batch by batch, ``on_batch`` told of each finished batch
+    (and the watcher of :mod:`agent_memory.progress`, if any, of the scopes and episodes done);
     then the artifacts, and an event per failed scope."""
     window = run_window(params, window)
     settings = get_settings()
@@ -288,12 +290,16 @@ async def run_consolidation(
         # a run over every scope indexes every scope's waiting conversations, others their own
         everything = scopes is None and params.scope is None and window is None
         if scopes is None:
+            progress.note("finding scopes with pending episodes")
             scopes = await pending_scopes(pool, params, window)
             if params.scope is None and (runtime.flow_run.run_count or 1) <= 1:
                 held = await configured(find_held_back, settings.task_retries)(pool)
+        progress.plan("scopes", len(scopes))
+        progress.note("indexing conversations")
         await configured(index_conversations, settings.task_retries)(
             pool, None if everything else _opaque(scopes)
         )
+        progress.note("consolidating")
         results = await consolidate_scopes(pool, scopes, params, window, on_batch, extractor)
     name = await asyncio.to_thread(namer_for, settings.db)
     return await publish(results, extractor.name, summary_key, held, name)

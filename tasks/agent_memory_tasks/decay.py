@@ -7,7 +7,7 @@ from datetime import date
 from prefect import get_run_logger
 from psycopg_pool import AsyncConnectionPool
 
-from agent_memory import analytics
+from agent_memory import analytics, progress
 from agent_memory.db import decay as decay_repo
 from agent_memory.db import term_counts
 from agent_memory.db.migrations import policy_params
@@ -44,7 +44,9 @@ async def purge_faded_facts(
 ) -> int:
     """Delete what has faded below the threshold on ``as_of`` (idempotent for a given day)."""
     async with pool.connection() as conn:
-        purged = await decay_repo.purge(conn, purge_below, as_of, scope, batch)
+        purged = await decay_repo.purge(
+            conn, purge_below, as_of, scope, batch, lambda n: progress.advance("purged", n)
+        )
         # the full-text statistics' changes, the purge's and the day's writes', folded
         await term_counts.compact(conn, scope)
     get_run_logger().info("purged %d fact(s) below %s as of %s", purged, purge_below, as_of)

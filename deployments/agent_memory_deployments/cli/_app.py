@@ -137,10 +137,55 @@ def fail_on_setting(exc: Exception) -> NoReturn:
     raise SystemExit(2)
 
 
-def _end_run(title: str, summary: Mapping[str, Any], line: str) -> None:
-    """Print a consolidation run's table and one-line summary; exit 1 if a scope failed."""
-    if summary["results"]:
-        console.print(_table(title, summary["results"]))
+WideOpt = Annotated[
+    bool,
+    typer.Option(
+        "--wide",
+        help="every column of the run's table (batches, episodes, each kind of fact, LLM "
+        "calls, tokens, the whole error); by default it fits 100 columns",
+    ),
+]
+NARROW = 100  # columns the default table of a run fits in
+_SHORT_ERROR = 40  # characters of a scope's error in that table
+
+
+def _short(error: str) -> str:
+    first = error.splitlines()[0] if error else ""
+    cut = len(first) > _SHORT_ERROR or first != error
+    return first[: _SHORT_ERROR - 1] + "\u2026" if cut else first
+
+
+def _narrow_table(title: str, rows: list[dict[str, Any]]) -> Table:
+    """A run's table in at most :data:`NARROW` columns: scope (wrapped, never cut), outcome,
+    new facts, cost and the start of the error."""
+    table = Table(title=title, title_justify="left", width=None)
+    table.add_column("scope", overflow="fold", max_width=40)
+    table.add_column("outcome")
+    table.add_column("facts", justify="right")
+    table.add_column("cost_usd", justify="right")
+    table.add_column("error", overflow="ellipsis", no_wrap=True, max_width=_SHORT_ERROR)
+    for row in rows:
+        cost = row.get("cost_usd")
+        table.add_row(
+            str(row["scope"]),
+            str(row["outcome"]),
+            str(row["facts_created"]),
+            "-" if cost is None else f"{cost:.4f}",
+            _short(str(row.get("error") or "")),
+        )
+    return table
+
+
+def _end_run(title: str, summary: Mapping[str, Any], line: str, *, wide: bool = False) -> None:
+    """Print a consolidation run's table (narrow unless ``wide``) and one-line summary; exit 1
+    if a scope failed."""
+    rows = summary["results"]
+    if rows and wide:
+        console.print(_table(title, rows))
+    elif rows:
+        console.print(_narrow_table(title, rows), width=min(console.width, NARROW))
+        if any(_short(str(r.get("error") or "")) != (r.get("error") or "") for r in rows):
+            console.print("(errors cut short: --wide shows them whole)", highlight=False)
     console.print(line, highlight=False)
     if summary.get("held_back"):
         console.print(f"[yellow]{summary['held_back']}[/]", highlight=False)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -14,6 +14,7 @@ from agent_memory.backfill import ImportReport
 from agent_memory.errors import AgentMemoryError
 from agent_memory.models import Level
 from agent_memory_deployments.cli._app import (
+    WideOpt,
     _end_run,
     _fail,
     _flow_server,
@@ -23,6 +24,7 @@ from agent_memory_deployments.cli._app import (
     console,
     errors,
 )
+from agent_memory_deployments.cli.watch import run_watched
 
 backfill_app = typer.Typer(help="Import and consolidate historical conversations.")
 
@@ -175,6 +177,21 @@ def backfill_checkpoints(
     )
 
 
+def _backfill_line(summary: Mapping[str, Any]) -> str:
+    """The one-line summary of a backfill run."""
+    line = (
+        f"{summary['pending_before']} pending episode(s) in the window; {summary['episodes']} "
+        f"consolidated over {summary['scopes']} scope(s): {summary['completed']} completed, "
+        f"{summary['failed']} failed; {summary['facts_created']} new fact(s)"
+    )
+    if summary.get("facts_below_purge_threshold"):
+        line += (
+            f"; {summary['facts_below_purge_threshold']} fact(s) already below the purge "
+            "threshold go at the next decay"
+        )
+    return line
+
+
 @backfill_app.command("run")
 def backfill_run(
     since: Annotated[
@@ -206,17 +223,14 @@ def backfill_run(
             "the scope does not read under AGENT_MEMORY_SHARE keeps a fact where it was said",
         ),
     ] = LevelOption.rules,
+    wide: WideOpt = False,
 ) -> None:
-    """Run the backfill flow: consolidate pending history in the window, oldest first.
+    """Run the backfill flow: consolidate pending history in the window, oldest first; on a
+    terminal, a progress bar of the episodes and scopes done, the rate and the time left.
 
     Interrupt it and run it again: it carries on where it stopped.
     """
-    import threading
-
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-
     from agent_memory.db.connection import resolve
-    from agent_memory.db.episodes import count_pending_sync
     from agent_memory.db.pool import setup_schema
     from agent_memory.models import Window
 
@@ -228,8 +242,7 @@ def backfill_run(
             user or None,
         )
         settings = _settings()
-        database = resolve(settings.db)
-        setup_schema(database, settings.memory)
+        setup_schema(resolve(settings.db), settings.memory)
         _flow_server()
         from agent_memory_flows.backfill import BackfillParams, backfill_flow
         from agent_memory_flows.outcome import run_for_summary
@@ -241,51 +254,12 @@ def backfill_run(
             decay_from=decay_from.value,
             level=level.level(),
         )
-        with database.connect(autocommit=True) as conn:
-            total = count_pending_sync(conn, window)
+        summary = run_watched(
+            lambda: run_for_summary(backfill_flow, params),
+            "episodes",
+            "scopes",
+            starting="starting the backfill flow",
+        )
     except AgentMemoryError as exc:
         raise _fail(exc) from None
-    outcome: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            outcome["summary"] = asyncio.run(run_for_summary(backfill_flow, params))
-        except BaseException as exc:  # handed to the main thread, which reports it
-            outcome["error"] = exc
-
-    worker = threading.Thread(target=run, name="backfill", daemon=True)
-    with (
-        Progress(
-            "[progress.description]{task.description}",
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=errors,
-            transient=True,
-        ) as bar,
-        database.connect(autocommit=True) as conn,
-    ):
-        task = bar.add_task("episodes consolidated", total=total)
-        worker.start()
-        while worker.is_alive():
-            worker.join(timeout=0.5)
-            bar.update(task, completed=max(0, total - count_pending_sync(conn, window)))
-    if "error" in outcome:
-        error = outcome["error"]
-        if isinstance(error, AgentMemoryError):
-            raise _fail(error)
-        raise error
-    summary = outcome["summary"]
-    _end_run(
-        "Backfill",
-        summary,
-        f"{summary['pending_before']} pending episode(s) in the window; {summary['episodes']} "
-        f"consolidated over {summary['scopes']} scope(s): {summary['completed']} completed, "
-        f"{summary['failed']} failed; {summary['facts_created']} new fact(s)"
-        + (
-            f"; {summary['facts_below_purge_threshold']} fact(s) already below the purge "
-            "threshold go at the next decay"
-            if summary.get("facts_below_purge_threshold")
-            else ""
-        ),
-    )
+    _end_run("Backfill", summary, _backfill_line(summary), wide=wide)

@@ -12,6 +12,7 @@ from agent_memory.errors import AgentMemoryError
 from agent_memory.models import JobStatus, scope_label
 from agent_memory.settings import Settings
 from agent_memory_deployments.cli._app import (
+    WideOpt,
     _end_run,
     _fail,
     _flow_server,
@@ -22,6 +23,7 @@ from agent_memory_deployments.cli._app import (
     console,
     errors,
 )
+from agent_memory_deployments.cli.watch import run_watched
 
 
 async def _jobs(settings: Settings, status: str | None, limit: int) -> list[Any]:
@@ -111,6 +113,7 @@ def jobs_retry(
         str | None,
         typer.Option("--run", help="a flow run's id: the scopes that failed in that run"),
     ] = None,
+    wide: WideOpt = False,
 ) -> None:
     """Consolidate failed jobs' scopes again now, parked (dead) ones included.
 
@@ -138,11 +141,12 @@ def jobs_retry(
         from agent_memory_flows.outcome import run_for_summary
         from agent_memory_flows.retry import RetryParams, retry_flow
 
-        summary = asyncio.run(
-            run_for_summary(
-                retry_flow,
-                RetryParams(job_ids=job or None, all_failed=all_failed, from_run=run),
-            )
+        params = RetryParams(job_ids=job or None, all_failed=all_failed, from_run=run)
+        summary = run_watched(
+            lambda: run_for_summary(retry_flow, params),
+            "scopes",
+            "episodes",
+            starting="starting the retry flow",
         )
     except AgentMemoryError as exc:
         raise _fail(exc) from None
@@ -151,4 +155,5 @@ def jobs_retry(
         summary,
         f"{summary['scopes']} scope(s) retried: {summary['completed']} completed, "
         f"{summary['skipped']} skipped, {summary['failed']} failed",
+        wide=wide,
     )

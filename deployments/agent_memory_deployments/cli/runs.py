@@ -14,6 +14,7 @@ from agent_memory.settings import Settings
 from agent_memory_deployments.cli._app import (
     AgentOpt,
     UserOpt,
+    WideOpt,
     WorkflowOpt,
     _end_run,
     _fail,
@@ -25,6 +26,7 @@ from agent_memory_deployments.cli._app import (
     app,
     console,
 )
+from agent_memory_deployments.cli.watch import run_watched, shows_progress
 
 
 @app.command()
@@ -71,9 +73,11 @@ def consolidate(
     max_scopes: Annotated[
         int, typer.Option(min=1, help="consolidate at most this many scopes in this run")
     ] = 10_000,
+    wide: WideOpt = False,
 ) -> None:
-    """Run the consolidation flow now (all scopes with pending episodes, or one scope)."""
-    _private_defaults()
+    """Run the consolidation flow now (all scopes with pending episodes, or one scope); on a
+    terminal, a progress bar of the scopes done."""
+    _private_defaults(quiet=shows_progress())  # the bar, not Prefect's lines, on a terminal
     try:
         scope = _scope(user, agent, workflow)
         _settings()
@@ -85,7 +89,12 @@ def consolidate(
             scope=scope.as_dict() if scope else None,  # type: ignore[arg-type]
             max_scopes=max_scopes,
         )
-        summary = asyncio.run(run_for_summary(consolidation_flow, params))
+        summary = run_watched(
+            lambda: run_for_summary(consolidation_flow, params),
+            "scopes",
+            "episodes",
+            starting="starting the consolidation flow",
+        )
     except AgentMemoryError as exc:
         raise _fail(exc) from None
     _end_run(
@@ -94,6 +103,7 @@ def consolidate(
         f"{summary['scopes']} scope(s): {summary['completed']} completed, "
         f"{summary['skipped']} skipped, {summary['failed']} failed; "
         f"{summary['facts_created']} new fact(s) ({summary['extractor']})",
+        wide=wide,
     )
 
 
@@ -106,8 +116,9 @@ def decay(
         datetime | None, typer.Option(formats=["%Y-%m-%d"], help="day to decay to (UTC)")
     ] = None,
 ) -> None:
-    """Run the decay flow now: purge faded facts and print the analytics."""
-    _private_defaults()
+    """Run the decay flow now: purge faded facts and print the analytics (on a terminal, the
+    facts purged so far and the step it is at)."""
+    _private_defaults(quiet=shows_progress())
     try:
         scope = _scope(user, agent, workflow)
         _settings()
@@ -118,7 +129,9 @@ def decay(
             scope=scope.as_dict() if scope else None,  # type: ignore[arg-type]
             as_of=as_of.date() if as_of else None,
         )
-        report = asyncio.run(decay_flow(params))
+        report = run_watched(
+            lambda: decay_flow(params), "purged", starting="starting the decay flow"
+        )
     except AgentMemoryError as exc:
         raise _fail(exc) from None
     _print_report(report)
@@ -135,14 +148,17 @@ def embed(
     ] = False,
 ) -> None:
     """Embed the facts the configured embedding model has not embedded yet (run it after
-    changing AGENT_MEMORY_EMBEDDING_MODEL)."""
-    _private_defaults()
+    changing AGENT_MEMORY_EMBEDDING_MODEL); on a terminal, a progress bar of the facts done."""
+    _private_defaults(quiet=shows_progress())
     try:
         _settings()
         _flow_server()
         from agent_memory_flows.embeddings import EmbedParams, reembed_flow
 
-        summary = asyncio.run(reembed_flow(EmbedParams(limit=limit, retry_rejected=retry_rejected)))
+        params = EmbedParams(limit=limit, retry_rejected=retry_rejected)
+        summary = run_watched(
+            lambda: reembed_flow(params), "facts", "messages", starting="starting the flow"
+        )
     except AgentMemoryError as exc:
         raise _fail(exc) from None
     console.print(
