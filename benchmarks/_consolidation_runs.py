@@ -1,16 +1,17 @@
 """The consolidation benchmark's runs (benchmarks/consolidation.py): the backlog it loads, the
-settings of a run, one flow run timed, and the floors under it (bare litellm calls, plain HTTP
-to the same loopback server)."""
+settings of a run, one flow run timed, shard workers run side by side, and the floors under it
+(bare litellm calls, plain HTTP to the same loopback server)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
+import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from benchmarks._common import prefect_defaults
+from benchmarks._common import machine_busy, machine_cpu, prefect_defaults
 
 os.environ.update(prefect_defaults())
 
@@ -128,3 +129,42 @@ def bare_http(llm: FakeLLMProcess, calls: int, concurrency: int) -> float:
             return time.perf_counter() - started
 
     return asyncio.run(run())
+
+
+def shard_workers(
+    dsn: str, warm: str, llm: FakeLLMProcess, count: int, concurrency: int, delay: float
+) -> tuple[list[dict[str, Any]], float | None]:
+    """Each of ``count`` shard workers' run (benchmarks/_shard_worker.py, ``concurrency``
+    shared among them; started together once all are warm, the LLM answering after ``delay``)
+    and the share of the machine's cores busy meanwhile."""
+    import subprocess
+
+    worker = [sys.executable, "-m", "benchmarks._shard_worker", dsn, warm, llm.api_base]
+    workers = [
+        subprocess.Popen(
+            [*worker, str(k), str(count), str(concurrency // count)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for k in range(count)
+    ]
+    try:
+        for w in workers:
+            assert w.stdout is not None
+            line = w.stdout.readline()
+            if line.strip() != "ready":
+                raise RuntimeError(f"a shard worker did not start: {line!r}")
+        llm.reset(ANSWER, delay_s=delay)  # the warm-up's calls are not counted
+        machine = machine_cpu()
+        for w in workers:
+            assert w.stdin is not None
+            w.stdin.write("go\n")
+            w.stdin.flush()
+        runs = [json.loads(w.communicate(timeout=600)[0].splitlines()[-1]) for w in workers]
+        busy = machine_busy(machine)
+    finally:
+        for w in workers:
+            if w.poll() is None:
+                w.kill()
+    return runs, busy

@@ -32,9 +32,10 @@ the LLM's delay no longer matters (compare llm_200ms with llm_0ms).
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import sys
+from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from benchmarks._common import prefect_defaults
@@ -59,6 +60,7 @@ from benchmarks._consolidation_runs import (
     load_scopes,
     run_flow,
     settings_for,
+    shard_workers,
     timed_flow,
 )
 from benchmarks._prefect_api import (
@@ -77,6 +79,20 @@ if TYPE_CHECKING:
 __all__ = ["main"]
 
 
+@dataclass(frozen=True)
+class _Bench:
+    """What every measurement runs against, and the sizes it runs at."""
+
+    admin: str
+    prefect: PrefectServer
+    llm: FakeLLMProcess
+    scopes: int
+    backlog_size: int
+    scale_scopes: int
+    concurrency: int
+    delay: float
+
+
 def measure(
     result: dict[str, Any],
     admin: str,
@@ -90,222 +106,207 @@ def measure(
     delay: float,
 ) -> None:
     """Every measurement into ``result`` under its name, each on databases of its own."""
+    # imported by the benchmark before any flow runs, as it always was: the library's first
+    # use then finds it imported (agent_memory.extraction.llm._litellm)
+    import litellm  # noqa: F401
+
+    b = _Bench(admin, prefect, llm, scopes, backlog_size, scale_scopes, concurrency, delay)
+    # warm up: imports and first connections, outside the measurements
+    section({}, "warm_up", partial(_warm_up, b), prefect.api_url)
+    for name, step in (
+        ("llm_200ms", _slow_llm),
+        ("llm_200ms_two_shards", _slow_llm_shards),
+        ("llm_0ms", _instant_llm),
+        ("rerun_unchanged", _rerun),
+        ("backlog", _backlog),
+        ("cpu_floor", _floor),
+        ("scale", _scale),
+    ):
+        section(result, name, partial(step, b), prefect.api_url)
+
+
+def _warm_up(b: _Bench) -> dict[str, Any]:
+    dsn = fresh_database(b.admin, "bench_warmup")
+    load_scopes(dsn, 2, 1)
+    b.llm.reset(ANSWER)
+    asyncio.run(run_flow(settings_for(dsn, b.llm.api_base, b.concurrency)))
+    return {}
+
+
+def _slow_llm(b: _Bench) -> dict[str, Any]:
+    """1. A 200 ms LLM: wall time against the ideal, and CPU per scope."""
+    dsn = fresh_database(b.admin, "bench_200ms")
+    load_scopes(dsn, b.scopes, 5)
+    b.llm.reset(ANSWER, delay_s=b.delay)
+    machine = machine_cpu()
+    wall, cpu, summary = timed_flow(settings_for(dsn, b.llm.api_base, b.concurrency))
+    ideal = b.scopes * b.delay / b.concurrency
+    return {
+        "wall_s": round(wall, 2),
+        "ideal_s": round(ideal, 2),
+        "wall_over_ideal": round(wall / ideal, 3),
+        "bound": "<= 1.3",
+        "flow_cpu_ms_per_scope": round(cpu / b.scopes * 1000, 1),
+        "cpu_busy": round(cpu / wall, 2),
+        "machine_cpu_busy": machine_busy(machine),
+        "completed": summary["completed"],
+        "llm_calls": b.llm.calls,
+    }
+
+
+def _slow_llm_shards(b: _Bench) -> dict[str, Any]:
+    """1b. The same, as two workers would run it: a shard each, in processes of their own,
+    half the concurrency each (16 calls in flight in all: the same ideal)."""
+    dsn = fresh_database(b.admin, "bench_200ms_shards")
+    warm = fresh_database(b.admin, "bench_200ms_shards_warm")
+    load_scopes(dsn, b.scopes, 5)
+    load_scopes(warm, 2, 1)
+    b.llm.reset(ANSWER, delay_s=b.delay)
+    count = 2
+    runs, busy = shard_workers(dsn, warm, b.llm, count, b.concurrency, b.delay)
+    wall = max(r["ended"] for r in runs) - min(r["started"] for r in runs)
+    ideal = b.scopes * b.delay / b.concurrency
+    return {
+        "workers": count,
+        "concurrency_each": b.concurrency // count,
+        "wall_s": round(wall, 2),
+        "ideal_s": round(ideal, 2),
+        "wall_over_ideal": round(wall / ideal, 3),
+        "bound": "<= 1.3",
+        "scopes_each": [r["scopes"] for r in runs],
+        "flow_cpu_ms_per_scope": round(sum(r["cpu_s"] for r in runs) / b.scopes * 1000, 1),
+        "machine_cpu_busy": busy,
+        "completed": sum(r["completed"] for r in runs),
+        "llm_calls": b.llm.calls,
+    }
+
+
+def _instant_llm(b: _Bench) -> dict[str, Any]:
+    """2. An instant LLM: scopes per second through the flow."""
+    dsn = fresh_database(b.admin, "bench_0ms")
+    load_scopes(dsn, b.scopes, 5)
+    b.llm.reset(ANSWER)
+    wall, cpu, summary = timed_flow(settings_for(dsn, b.llm.api_base, b.concurrency))
+    return {
+        "wall_s": round(wall, 2),
+        "scopes_per_s": round(summary["completed"] / wall, 1),
+        "flow_cpu_ms_per_scope": round(cpu / b.scopes * 1000, 1),
+        "completed": summary["completed"],
+    }
+
+
+def _rerun(b: _Bench) -> dict[str, Any]:
+    """3. The same content again: every answer comes from the cache."""
+    dsn = fresh_database(b.admin, "bench_rerun")
+    load_scopes(dsn, b.scopes, 5)
+    b.llm.reset(ANSWER)
+    timed_flow(settings_for(dsn, b.llm.api_base, b.concurrency))
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("UPDATE agent_memory.episodes SET consolidated = false")
+    b.llm.reset(ANSWER)
+    wall, _cpu, summary = timed_flow(settings_for(dsn, b.llm.api_base, b.concurrency))
+    return {
+        "llm_calls": b.llm.calls,
+        "bound": "== 0",
+        "completed": summary["completed"],
+        "wall_s": round(wall, 2),
+    }
+
+
+def _backlog(b: _Bench) -> dict[str, Any]:
+    """4. A long backlog in one scope: the prompt tokens sent against the conversation's."""
     import litellm
 
     from agent_memory.extraction.prompt import format_episodes
     from agent_memory.models import Episode
 
-    # warm up: imports and first connections, outside the measurements
-    def warm_up() -> dict[str, Any]:
-        dsn = fresh_database(admin, "bench_warmup")
-        load_scopes(dsn, 2, 1)
-        llm.reset(ANSWER)
-        asyncio.run(run_flow(settings_for(dsn, llm.api_base, concurrency)))
-        return {}
+    dsn = fresh_database(b.admin, "bench_backlog")
+    load_scopes(dsn, 1, b.backlog_size)
+    b.llm.reset(ANSWER)
+    _wall, _cpu, summary = timed_flow(settings_for(dsn, b.llm.api_base, b.concurrency))
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT id, user_id, agent_id, workflow_id, messages, occurred_at,"
+            " created_at, consolidated FROM agent_memory.episodes"
+        ).fetchall()
+    cols = [
+        "id",
+        "user_id",
+        "agent_id",
+        "workflow_id",
+        "messages",
+        "occurred_at",
+        "created_at",
+        "consolidated",
+    ]
+    episodes = [Episode.model_validate(dict(zip(cols, r, strict=True))) for r in rows]
+    conversation = sum(
+        litellm.token_counter(model="gpt-4o", text=format_episodes([e])) for e in episodes
+    )
+    sent = sum(
+        litellm.token_counter(model="gpt-4o", messages=r["messages"]) for r in b.llm.requests
+    )
+    return {
+        "episodes": b.backlog_size,
+        "batches": summary["results"][0]["batches"],
+        "llm_calls": b.llm.calls,
+        "conversation_tokens": conversation,
+        "prompt_tokens_sent": sent,
+        "sent_over_conversation": round(sent / conversation, 3),
+        "bound": "<= 1.3",
+    }
 
-    section({}, "warm_up", warm_up, prefect.api_url)
 
-    # 1. a 200 ms LLM
-    def slow_llm() -> dict[str, Any]:
-        dsn = fresh_database(admin, "bench_200ms")
-        load_scopes(dsn, scopes, 5)
-        llm.reset(ANSWER, delay_s=delay)
-        machine = machine_cpu()
-        wall, cpu, summary = timed_flow(settings_for(dsn, llm.api_base, concurrency))
-        ideal = scopes * delay / concurrency
-        return {
-            "wall_s": round(wall, 2),
-            "ideal_s": round(ideal, 2),
-            "wall_over_ideal": round(wall / ideal, 3),
-            "bound": "<= 1.3",
-            "flow_cpu_ms_per_scope": round(cpu / scopes * 1000, 1),
-            "cpu_busy": round(cpu / wall, 2),
-            "machine_cpu_busy": machine_busy(machine),
-            "completed": summary["completed"],
-            "llm_calls": llm.calls,
-        }
+def _floor(b: _Bench) -> dict[str, Any]:
+    """The reference: what a bare litellm call costs this process, in the same run."""
+    llm, concurrency, delay = b.llm, b.concurrency, b.delay
+    llm.reset(ANSWER)
+    per_call, _wall = bare_litellm(llm, 200, concurrency)
+    # the same calls as llm_200ms would make, a fifth of them: bare litellm's own
+    # distance from the ideal, which no flow around it can beat
+    calls = max(b.scopes // 5, 4 * concurrency)
+    llm.reset(ANSWER, delay_s=delay)
+    _cpu, wall = bare_litellm(llm, calls, concurrency)
+    ideal = calls * delay / concurrency
+    http = bare_http(llm, calls, concurrency)
+    return {
+        "litellm_cpu_ms_per_call": round(per_call, 2),
+        "cpu_budget_ms_per_scope": round(delay / concurrency * 1000, 2),
+        "bare_200ms_calls": calls,
+        "bare_200ms_wall_over_ideal": round(wall / ideal, 3),
+        "server_200ms_wall_over_ideal": round(http / ideal, 3),
+        "note": "one event loop must spend under the budget per scope to keep "
+        "16 calls of 200 ms in flight; bare_200ms_wall_over_ideal is litellm alone, "
+        "server_200ms_wall_over_ideal plain HTTP to the same server",
+    }
 
-    # 1b. the same, as two workers would run it: a shard each, in processes of their own,
-    # half the concurrency each (16 calls in flight in all: the same ideal)
-    def slow_llm_shards() -> dict[str, Any]:
-        import subprocess
 
-        dsn = fresh_database(admin, "bench_200ms_shards")
-        warm = fresh_database(admin, "bench_200ms_shards_warm")
-        load_scopes(dsn, scopes, 5)
-        load_scopes(warm, 2, 1)
-        llm.reset(ANSWER, delay_s=delay)
-        count = 2
-        worker = [sys.executable, "-m", "benchmarks._shard_worker", dsn, warm, llm.api_base]
-        workers = [
-            subprocess.Popen(
-                [*worker, str(k), str(count), str(concurrency // count)],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                text=True,
-            )
-            for k in range(count)
-        ]
-        try:
-            for w in workers:
-                assert w.stdout is not None
-                line = w.stdout.readline()
-                if line.strip() != "ready":
-                    raise RuntimeError(f"a shard worker did not start: {line!r}")
-            llm.reset(ANSWER, delay_s=delay)  # the warm-up's calls are not counted
-            machine = machine_cpu()
-            for w in workers:
-                assert w.stdin is not None
-                w.stdin.write("go\n")
-                w.stdin.flush()
-            runs = [json.loads(w.communicate(timeout=600)[0].splitlines()[-1]) for w in workers]
-            busy = machine_busy(machine)
-        finally:
-            for w in workers:
-                if w.poll() is None:
-                    w.kill()
-        wall = max(r["ended"] for r in runs) - min(r["started"] for r in runs)
-        ideal = scopes * delay / concurrency
-        return {
-            "workers": count,
-            "concurrency_each": concurrency // count,
-            "wall_s": round(wall, 2),
-            "ideal_s": round(ideal, 2),
-            "wall_over_ideal": round(wall / ideal, 3),
-            "bound": "<= 1.3",
-            "scopes_each": [r["scopes"] for r in runs],
-            "flow_cpu_ms_per_scope": round(sum(r["cpu_s"] for r in runs) / scopes * 1000, 1),
-            "machine_cpu_busy": busy,
-            "completed": sum(r["completed"] for r in runs),
-            "llm_calls": llm.calls,
-        }
-
-    # 2. an instant LLM
-    def instant_llm() -> dict[str, Any]:
-        dsn = fresh_database(admin, "bench_0ms")
-        load_scopes(dsn, scopes, 5)
-        llm.reset(ANSWER)
-        wall, cpu, summary = timed_flow(settings_for(dsn, llm.api_base, concurrency))
-        return {
-            "wall_s": round(wall, 2),
-            "scopes_per_s": round(summary["completed"] / wall, 1),
-            "flow_cpu_ms_per_scope": round(cpu / scopes * 1000, 1),
-            "completed": summary["completed"],
-        }
-
-    # 3. the same content again: every answer comes from the cache
-    def rerun() -> dict[str, Any]:
-        dsn = fresh_database(admin, "bench_rerun")
-        load_scopes(dsn, scopes, 5)
-        llm.reset(ANSWER)
-        timed_flow(settings_for(dsn, llm.api_base, concurrency))
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute("UPDATE agent_memory.episodes SET consolidated = false")
-        llm.reset(ANSWER)
-        wall, _cpu, summary = timed_flow(settings_for(dsn, llm.api_base, concurrency))
-        return {
-            "llm_calls": llm.calls,
-            "bound": "== 0",
-            "completed": summary["completed"],
-            "wall_s": round(wall, 2),
-        }
-
-    # 4. a long backlog in one scope
-    def backlog() -> dict[str, Any]:
-        dsn = fresh_database(admin, "bench_backlog")
-        load_scopes(dsn, 1, backlog_size)
-        llm.reset(ANSWER)
-        _wall, _cpu, summary = timed_flow(settings_for(dsn, llm.api_base, concurrency))
-        with psycopg.connect(dsn) as conn:
-            rows = conn.execute(
-                "SELECT id, user_id, agent_id, workflow_id, messages, occurred_at,"
-                " created_at, consolidated FROM agent_memory.episodes"
-            ).fetchall()
-        cols = [
-            "id",
-            "user_id",
-            "agent_id",
-            "workflow_id",
-            "messages",
-            "occurred_at",
-            "created_at",
-            "consolidated",
-        ]
-        episodes = [Episode.model_validate(dict(zip(cols, r, strict=True))) for r in rows]
-        conversation = sum(
-            litellm.token_counter(model="gpt-4o", text=format_episodes([e])) for e in episodes
-        )
-        sent = sum(
-            litellm.token_counter(model="gpt-4o", messages=r["messages"]) for r in llm.requests
-        )
-        return {
-            "episodes": backlog_size,
-            "batches": summary["results"][0]["batches"],
-            "llm_calls": llm.calls,
-            "conversation_tokens": conversation,
-            "prompt_tokens_sent": sent,
-            "sent_over_conversation": round(sent / conversation, 3),
-            "bound": "<= 1.3",
-        }
-
-    # the reference: what a bare litellm call costs this process, in the same run
-    def floor() -> dict[str, Any]:
-        llm.reset(ANSWER)
-        per_call, _wall = bare_litellm(llm, 200, concurrency)
-        # the same calls as llm_200ms would make, a fifth of them: bare litellm's own
-        # distance from the ideal, which no flow around it can beat
-        calls = max(scopes // 5, 4 * concurrency)
-        llm.reset(ANSWER, delay_s=delay)
-        _cpu, wall = bare_litellm(llm, calls, concurrency)
-        ideal = calls * delay / concurrency
-        http = bare_http(llm, calls, concurrency)
-        return {
-            "litellm_cpu_ms_per_call": round(per_call, 2),
-            "cpu_budget_ms_per_scope": round(delay / concurrency * 1000, 2),
-            "bare_200ms_calls": calls,
-            "bare_200ms_wall_over_ideal": round(wall / ideal, 3),
-            "server_200ms_wall_over_ideal": round(http / ideal, 3),
-            "note": "one event loop must spend under the budget per scope to keep "
-            "16 calls of 200 ms in flight; bare_200ms_wall_over_ideal is litellm alone, "
-            "server_200ms_wall_over_ideal plain HTTP to the same server",
-        }
-
-    section(result, "llm_200ms", slow_llm, prefect.api_url)
-    section(result, "llm_200ms_two_shards", slow_llm_shards, prefect.api_url)
-    section(result, "llm_0ms", instant_llm, prefect.api_url)
-    section(result, "rerun_unchanged", rerun, prefect.api_url)
-    section(result, "backlog", backlog, prefect.api_url)
-    section(result, "cpu_floor", floor, prefect.api_url)
-
-    # 5. many scopes in one run, against Prefect's default server
-    def scale() -> dict[str, Any]:
-        dsn = fresh_database(admin, "bench_scale")
-        load_scopes(dsn, scale_scopes, 5)
-        llm.reset(ANSWER)
-        logged = prefect.log_path.stat().st_size
-        wall, summary, run_id = asyncio.run(run_flow(settings_for(dsn, llm.api_base, concurrency)))
-        wait_until_quiet(prefect.api_url)
-        runs = task_runs_of(prefect.api_url, run_id)
-        with open(prefect.log_path, encoding="utf-8", errors="replace") as log:
-            log.seek(logged)
-            trouble = server_trouble(log.read())
-        flow_run = api(
-            prefect.api_url, "/flow_runs/filter", {"flow_runs": {"id": {"any_": [run_id]}}}
-        )
-        return {
-            "scopes": scale_scopes,
-            "wall_s": round(wall, 2),
-            "completed": summary["completed"],
-            "flow_run_state": flow_run[0]["state"]["type"] if flow_run else None,
-            "task_runs": len(runs),
-            "task_runs_not_final": sum(
-                r["state"] is None or r["state"]["type"] not in FINAL for r in runs
-            ),
-            "server_log": trouble,
-            "bound": "no trouble in the server log, every task run final, all completed",
-        }
-
-    section(result, "scale", scale, prefect.api_url)
+def _scale(b: _Bench) -> dict[str, Any]:
+    """5. Many scopes in one run, against Prefect's default server."""
+    prefect = b.prefect
+    dsn = fresh_database(b.admin, "bench_scale")
+    load_scopes(dsn, b.scale_scopes, 5)
+    b.llm.reset(ANSWER)
+    logged = prefect.log_path.stat().st_size
+    wall, summary, run_id = asyncio.run(run_flow(settings_for(dsn, b.llm.api_base, b.concurrency)))
+    wait_until_quiet(prefect.api_url)
+    runs = task_runs_of(prefect.api_url, run_id)
+    with open(prefect.log_path, encoding="utf-8", errors="replace") as log:
+        log.seek(logged)
+        trouble = server_trouble(log.read())
+    flow_run = api(prefect.api_url, "/flow_runs/filter", {"flow_runs": {"id": {"any_": [run_id]}}})
+    return {
+        "scopes": b.scale_scopes,
+        "wall_s": round(wall, 2),
+        "completed": summary["completed"],
+        "flow_run_state": flow_run[0]["state"]["type"] if flow_run else None,
+        "task_runs": len(runs),
+        "task_runs_not_final": sum(
+            r["state"] is None or r["state"]["type"] not in FINAL for r in runs
+        ),
+        "server_log": trouble,
+        "bound": "no trouble in the server log, every task run final, all completed",
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -39,7 +39,7 @@ import asyncio
 import os
 import sys
 import time
-from datetime import timedelta
+from datetime import date, timedelta
 from typing import Any
 
 from benchmarks._common import prefect_defaults
@@ -77,99 +77,137 @@ def run(facts: int, scopes: int, inject_idle_s: float) -> dict[str, Any]:
         prefect_server(),
         psycopg.connect(dsn, autocommit=True) as conn,
     ):
-        started = time.perf_counter()
-        conn.execute(LOAD, {"facts": facts, "scopes": scopes})
-        conn.execute(f"ALTER TABLE {ITEMS} SET (autovacuum_enabled = off)")
-        # today's decay has run: what is left is what a daily run starts from
-        setup_purged = asyncio.run(timed_purge(dsn, day0))["purged"]
-        conn.execute(SEED_TABLE)
-        conn.execute(SEED_FILL, {"day": day_index(day0)})
-        conn.execute(f"VACUUM ANALYZE {ITEMS}")
-        conn.execute("VACUUM ANALYZE seed_items")
-        result["load_seconds"] = round(time.perf_counter() - started, 1)
-        result["facts_loaded"] = facts
-        result["facts_after_todays_purge"] = facts - setup_purged
-        result["seed_rows"] = int(
-            (conn.execute("SELECT count(*) FROM seed_items").fetchone() or [0])[0]
-        )
+        result |= _load(dsn, conn, facts, scopes, day0)
 
         # a warm-up flow for today (nothing to purge): imports, Prefect's first run
         run_flow(dsn, day0)
 
-        # 1. the seed's daily decay, and ours for the next day, on the same facts
-        seed = seed_decay(dsn, conn)
-        result["seed"] = seed
-        purge = purge_day(dsn, conn, day0 + timedelta(days=1))
-        purge["seed_ms_over_purge_ms"] = round(seed["wall_ms"] / purge["wall_ms"], 2)
-        purge["bounds"] = {
-            "seed_ms_over_purge_ms": ">= 10",
-            "dead_tuples_added": "<= purged + 100",
-            "purged": "== expected",
-        }
-        result["purge"] = purge
-        # 2. idempotent: the same day again
-        rerun = purge_day(dsn, conn, day0 + timedelta(days=1))
-        result["purge_rerun"] = {
-            "purged": rerun["purged"],
-            "dead_tuples_added": rerun["dead_tuples_added"],
-            "wall_ms": rerun["wall_ms"],
-            "bound": "purged == 0 and dead_tuples_added == 0",
-        }
+        # 1. the seed's daily decay, and ours for the next day, on the same facts;
+        # 2. idempotent: ours for the same day again
+        result |= _seed_then_purge(dsn, conn, day0 + timedelta(days=1))
         # 3. the whole flow, for the day after, and again for that day
         day2 = day0 + timedelta(days=2)
-        # the plan of one batch of that day's purge (rolled back, so it changes nothing)
-        result["purge_plan"] = purge_plan(conn, day2)
-        conn.execute("SELECT pg_stat_force_next_flush()")
-        time.sleep(0.2)
-        flow = flow_day(dsn, conn, day2)
-        flow_again = flow_day(dsn, conn, day2)
-        analytics_ms = analytics_cost(dsn, day2)
-        flow["seed_ms_over_flow_ms"] = round(seed["wall_ms"] / flow["wall_ms"], 2)
-        flow["analytics_ms"] = round(analytics_ms, 1)
-        flow["flow_ms_without_analytics"] = round(flow["wall_ms"] - analytics_ms, 1)
-        flow["rerun"] = {
-            "purged": flow_again["purged"],
-            "dead_tuples_added": flow_again["dead_tuples_added"],
-            "wall_ms": flow_again["wall_ms"],
-        }
-        result["flow"] = flow
+        result |= _flow_twice(dsn, conn, day2, seed_ms=result["seed"]["wall_ms"])
         # 4. inject sees the current importance
         result["current_importance"] = check_importance(conn, scopes, day2)
 
         # 5. inject latency: idle, during a large purge, during a whole flow
-        # (inject asks for the decay's own day, so it still finds facts above 0.1)
-        day20, day30 = day0 + timedelta(days=20), day0 + timedelta(days=30)
-        idle, _ = with_injector(dsn, scopes, day20, 1, None, idle_s=inject_idle_s)
-        during_flow, big_flow = with_injector(
-            dsn, scopes, day20, 3, lambda: flow_day(dsn, conn, day20, fresh=False)
-        )
-        during_purge, big = with_injector(
-            dsn, scopes, day30, 2, lambda: purge_day(dsn, conn, day30, fresh=False)
-        )
-        result["inject"] = {
-            "idle": idle,
-            "during_purge": {
-                **during_purge,
-                "purge_as_of": big["as_of"],
-                "purged": big["purged"],
-                "purge_wall_ms": big["wall_ms"],
-                "batches": big["batches"],
-                "max_batch_ms": big["max_batch_ms"],
-            },
-            "during_flow": {
-                **during_flow,
-                "flow_as_of": big_flow["as_of"],
-                "purged": big_flow["purged"],
-                "flow_wall_ms": big_flow["wall_ms"],
-            },
-            "query": "fact_repo.TOP (min_importance 0.1, limit 20), random scopes, "
-            "one connection in another process",
-            "bound": "p99 during decay <= 5 ms",
-        }
+        result["inject"] = _inject_latency(dsn, conn, scopes, day0, inject_idle_s)
         result["table_after"] = table_stats(conn, ITEMS)
 
-    p, inj = result["purge"], result["inject"]
-    checks = {
+    checks = _checks(result)
+    result["checks"] = checks
+    result["bounds_apply_at"] = "1,000,000 facts over 10,000 scopes"
+    result["pass"] = all(checks.values()) if facts >= 1_000_000 and scopes >= 10_000 else None
+    return result
+
+
+def _load(
+    dsn: str, conn: psycopg.Connection[Any], facts: int, scopes: int, day0: date
+) -> dict[str, Any]:
+    """The facts loaded and today's decay run on them, the seed's table filled alike."""
+    started = time.perf_counter()
+    conn.execute(LOAD, {"facts": facts, "scopes": scopes})
+    conn.execute(f"ALTER TABLE {ITEMS} SET (autovacuum_enabled = off)")
+    # today's decay has run: what is left is what a daily run starts from
+    setup_purged = asyncio.run(timed_purge(dsn, day0))["purged"]
+    conn.execute(SEED_TABLE)
+    conn.execute(SEED_FILL, {"day": day_index(day0)})
+    conn.execute(f"VACUUM ANALYZE {ITEMS}")
+    conn.execute("VACUUM ANALYZE seed_items")
+    return {
+        "load_seconds": round(time.perf_counter() - started, 1),
+        "facts_loaded": facts,
+        "facts_after_todays_purge": facts - setup_purged,
+        "seed_rows": int((conn.execute("SELECT count(*) FROM seed_items").fetchone() or [0])[0]),
+    }
+
+
+def _seed_then_purge(dsn: str, conn: psycopg.Connection[Any], day1: date) -> dict[str, Any]:
+    """The seed's daily decay, then ours for ``day1`` on the same facts, then ours again."""
+    seed = seed_decay(dsn, conn)
+    purge = purge_day(dsn, conn, day1)
+    purge["seed_ms_over_purge_ms"] = round(seed["wall_ms"] / purge["wall_ms"], 2)
+    purge["bounds"] = {
+        "seed_ms_over_purge_ms": ">= 10",
+        "dead_tuples_added": "<= purged + 100",
+        "purged": "== expected",
+    }
+    rerun = purge_day(dsn, conn, day1)
+    return {
+        "seed": seed,
+        "purge": purge,
+        "purge_rerun": {
+            "purged": rerun["purged"],
+            "dead_tuples_added": rerun["dead_tuples_added"],
+            "wall_ms": rerun["wall_ms"],
+            "bound": "purged == 0 and dead_tuples_added == 0",
+        },
+    }
+
+
+def _flow_twice(
+    dsn: str, conn: psycopg.Connection[Any], day2: date, *, seed_ms: float
+) -> dict[str, Any]:
+    """The plan of one batch of ``day2``'s purge, then the whole flow for that day, twice, and
+    what its analytics cost on their own."""
+    # the plan of one batch of that day's purge (rolled back, so it changes nothing)
+    plan = purge_plan(conn, day2)
+    conn.execute("SELECT pg_stat_force_next_flush()")
+    time.sleep(0.2)
+    flow = flow_day(dsn, conn, day2)
+    flow_again = flow_day(dsn, conn, day2)
+    analytics_ms = analytics_cost(dsn, day2)
+    flow["seed_ms_over_flow_ms"] = round(seed_ms / flow["wall_ms"], 2)
+    flow["analytics_ms"] = round(analytics_ms, 1)
+    flow["flow_ms_without_analytics"] = round(flow["wall_ms"] - analytics_ms, 1)
+    flow["rerun"] = {
+        "purged": flow_again["purged"],
+        "dead_tuples_added": flow_again["dead_tuples_added"],
+        "wall_ms": flow_again["wall_ms"],
+    }
+    return {"purge_plan": plan, "flow": flow}
+
+
+def _inject_latency(
+    dsn: str, conn: psycopg.Connection[Any], scopes: int, day0: date, idle_s: float
+) -> dict[str, Any]:
+    """Inject's latency from another process: idle, during a whole flow, during a purge."""
+    # (inject asks for the decay's own day, so it still finds facts above 0.1)
+    day20, day30 = day0 + timedelta(days=20), day0 + timedelta(days=30)
+    idle, _ = with_injector(dsn, scopes, day20, 1, None, idle_s=idle_s)
+    during_flow, big_flow = with_injector(
+        dsn, scopes, day20, 3, lambda: flow_day(dsn, conn, day20, fresh=False)
+    )
+    during_purge, big = with_injector(
+        dsn, scopes, day30, 2, lambda: purge_day(dsn, conn, day30, fresh=False)
+    )
+    return {
+        "idle": idle,
+        "during_purge": {
+            **during_purge,
+            "purge_as_of": big["as_of"],
+            "purged": big["purged"],
+            "purge_wall_ms": big["wall_ms"],
+            "batches": big["batches"],
+            "max_batch_ms": big["max_batch_ms"],
+        },
+        "during_flow": {
+            **during_flow,
+            "flow_as_of": big_flow["as_of"],
+            "purged": big_flow["purged"],
+            "flow_wall_ms": big_flow["wall_ms"],
+        },
+        "query": "fact_repo.TOP (min_importance 0.1, limit 20), random scopes, "
+        "one connection in another process",
+        "bound": "p99 during decay <= 5 ms",
+    }
+
+
+def _checks(result: dict[str, Any]) -> dict[str, bool]:
+    """The bounds, each judged on the figures measured."""
+    p, inj, importance = result["purge"], result["inject"], result["current_importance"]
+    return {
         "seed_ms_over_purge_ms >= 10": result["seed"]["wall_ms"] >= 10 * p["wall_ms"],
         "purged == expected": p["purged"] == p["expected"] and p["left_below_threshold"] == 0,
         "dead_tuples_added <= purged + 100": p["dead_tuples_added"] <= p["purged"] + 100,
@@ -178,17 +216,11 @@ def run(facts: int, scopes: int, inject_idle_s: float) -> dict[str, Any]:
         and result["flow"]["rerun"]["purged"] == 0,
         "inject p99 during decay <= 5 ms": inj["during_purge"]["p99_ms"] <= 5
         and inj["during_flow"]["p99_ms"] <= 5,
-        "inject sees the current importance": result["current_importance"][
-            "max_rel_error_vs_current_importance"
-        ]
+        "inject sees the current importance": importance["max_rel_error_vs_current_importance"]
         <= 1e-9
-        and result["current_importance"]["max_rel_error_vs_importance_halved_per_half_life"] <= 1e-9
-        and result["current_importance"]["returned_below_purge_threshold"] == 0,
+        and importance["max_rel_error_vs_importance_halved_per_half_life"] <= 1e-9
+        and importance["returned_below_purge_threshold"] == 0,
     }
-    result["checks"] = checks
-    result["bounds_apply_at"] = "1,000,000 facts over 10,000 scopes"
-    result["pass"] = all(checks.values()) if facts >= 1_000_000 and scopes >= 10_000 else None
-    return result
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,7 +23,7 @@ import re
 import string
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -85,20 +85,7 @@ class _Turn:
 
 def _conversation(index: int, person: dict[str, str], rng: random.Random) -> dict[str, Any]:
     cid = f"c{index + 1:02d}"
-    name = person["name"]
-    # the stories, in the order they are told; a change's second half comes later
-    stories: list[tuple[str, str, str]] = [(k, "fact", KINDS[k][0]) for k in KINDS]
-    rng.shuffle(stories)
-    changes = list(CHANGES)
-    for k in changes:  # the first half early, the second in the last third
-        stories.insert(rng.randrange(0, len(stories) // 3 + 1), (k, "old", CHANGES[k][0]))
-    for k in changes:
-        stories.insert(
-            rng.randrange(2 * len(stories) // 3, len(stories) + 1), (k, "new", CHANGES[k][1])
-        )
-    others = [p for p in PEOPLE if p is not person]
-    for k, template in OTHERS.items():
-        stories.insert(rng.randrange(len(stories) + 1), (k, "other", template))
+    stories = _stories(person, rng)
     per_session = 3
     start = datetime(2025, 1, 6, 18, 30, tzinfo=UTC) + timedelta(days=3 * index)
     sessions: list[dict[str, Any]] = []
@@ -106,49 +93,7 @@ def _conversation(index: int, person: dict[str, str], rng: random.Random) -> dic
     when = start
     for s, first in enumerate(range(0, len(stories), per_session)):
         sid = f"{cid}-s{s + 1:02d}"
-        turns: list[_Turn] = []
-
-        def add(speaker: str, text: str, sid: str = sid, turns: list[_Turn] = turns) -> str:
-            turn = _Turn(f"{sid}-t{len(turns) + 1:02d}", speaker, text)
-            turns.append(turn)
-            return turn.id
-
-        add(name, rng.choice(["Hi!", "Hey, it's me again.", "Good evening!", "Hello there."]))
-        add("Assistant", rng.choice(["Hi! Good to hear from you.", "Hello! How have you been?"]))
-        for kind, part, template in stories[first : first + per_session]:
-            for _ in range(rng.randint(1, 4)):
-                chat = rng.choice(
-                    [
-                        rng.choice(SMALL_TALK),
-                        f"I {rng.choice(DOINGS)} {rng.choice(WHENS)}. {rng.choice(FEELINGS)}",
-                    ]
-                ).strip()
-                add(name, chat)
-                add("Assistant", rng.choice(REPLIES))
-            if part == "other":
-                add(name, template.format(**rng.choice(others)))
-                add("Assistant", rng.choice(REPLIES))
-                continue
-            statement = template.format(**person)
-            # most of the time the fact comes inside a longer message, as people talk
-            # (asides that share no word with the questions, so a paraphrase stays one)
-            asked_words = set().union(
-                *(content_words(q.format(**person)) for q, _ in _questions(kind))
-            )
-            asides = [t for t in SMALL_TALK if not content_words(t) & asked_words]
-            aside, aside2 = rng.choice(asides), rng.choice(asides)
-            text = rng.choice(
-                [
-                    statement,
-                    f"{aside} {statement}",
-                    f"{statement} {aside}",
-                    f"{aside} {statement} {aside2}",
-                ]
-            )
-            said[(kind, part)] = add(name, text)
-            # the reply echoes the fact's words: a distractor for full text
-            add("Assistant", _echo(statement))
-        add(name, rng.choice(["Thanks, talk soon.", "That's all for today.", "Bye for now!"]))
+        turns = _session(sid, person, stories[first : first + per_session], said, rng)
         sessions.append(
             {
                 "id": sid,
@@ -158,7 +103,90 @@ def _conversation(index: int, person: dict[str, str], rng: random.Random) -> dic
         )
         when += timedelta(days=rng.randint(6, 16), hours=rng.randint(-3, 3))
     last = datetime.fromisoformat(sessions[-1]["date"])
-    asked = last.date() + timedelta(days=1)
+    return {
+        "id": cid,
+        "user": person["name"],
+        "sessions": sessions,
+        "questions": _asked(cid, person, said, asked=last.date() + timedelta(days=1)),
+    }
+
+
+def _stories(person: dict[str, str], rng: random.Random) -> list[tuple[str, str, str]]:
+    """(kind, part, template) of each story, in the order they are told; a change's second
+    half ("new") comes later than its first ("old"); "other" stories are about other people."""
+    stories: list[tuple[str, str, str]] = [(k, "fact", KINDS[k][0]) for k in KINDS]
+    rng.shuffle(stories)
+    changes = list(CHANGES)
+    for k in changes:  # the first half early, the second in the last third
+        stories.insert(rng.randrange(0, len(stories) // 3 + 1), (k, "old", CHANGES[k][0]))
+    for k in changes:
+        stories.insert(
+            rng.randrange(2 * len(stories) // 3, len(stories) + 1), (k, "new", CHANGES[k][1])
+        )
+    for k, template in OTHERS.items():
+        stories.insert(rng.randrange(len(stories) + 1), (k, "other", template))
+    return stories
+
+
+def _session(
+    sid: str,
+    person: dict[str, str],
+    told: list[tuple[str, str, str]],
+    said: dict[tuple[str, str], str],
+    rng: random.Random,
+) -> list[_Turn]:
+    """The turns of one session telling ``told`` among small talk; the id of the turn that
+    tells each story's fact goes into ``said``."""
+    name = person["name"]
+    others = [p for p in PEOPLE if p is not person]
+    turns: list[_Turn] = []
+
+    def add(speaker: str, text: str) -> str:
+        turn = _Turn(f"{sid}-t{len(turns) + 1:02d}", speaker, text)
+        turns.append(turn)
+        return turn.id
+
+    add(name, rng.choice(["Hi!", "Hey, it's me again.", "Good evening!", "Hello there."]))
+    add("Assistant", rng.choice(["Hi! Good to hear from you.", "Hello! How have you been?"]))
+    for kind, part, template in told:
+        for _ in range(rng.randint(1, 4)):
+            chat = rng.choice(
+                [
+                    rng.choice(SMALL_TALK),
+                    f"I {rng.choice(DOINGS)} {rng.choice(WHENS)}. {rng.choice(FEELINGS)}",
+                ]
+            ).strip()
+            add(name, chat)
+            add("Assistant", rng.choice(REPLIES))
+        if part == "other":
+            add(name, template.format(**rng.choice(others)))
+            add("Assistant", rng.choice(REPLIES))
+            continue
+        statement = template.format(**person)
+        said[(kind, part)] = add(name, _told(statement, kind, person, rng))
+        # the reply echoes the fact's words: a distractor for full text
+        add("Assistant", _echo(statement))
+    add(name, rng.choice(["Thanks, talk soon.", "That's all for today.", "Bye for now!"]))
+    return turns
+
+
+def _told(statement: str, kind: str, person: dict[str, str], rng: random.Random) -> str:
+    """The message that tells ``statement``: most of the time inside a longer one, as people
+    talk (asides that share no word with the questions, so a paraphrase stays one)."""
+    asked_words = set().union(*(content_words(q.format(**person)) for q, _ in _questions(kind)))
+    asides = [t for t in SMALL_TALK if not content_words(t) & asked_words]
+    aside, aside2 = rng.choice(asides), rng.choice(asides)
+    return rng.choice(
+        [statement, f"{aside} {statement}", f"{statement} {aside}", f"{aside} {statement} {aside2}"]
+    )
+
+
+def _asked(
+    cid: str, person: dict[str, str], said: dict[tuple[str, str], str], *, asked: date
+) -> list[dict[str, Any]]:
+    """The questions of a conversation, each with the turn that answers it, asked on ``asked``;
+    a paraphrase that shares a word with its statement, or a lexical question that shares
+    none, is an error in the tables."""
     questions: list[dict[str, Any]] = []
 
     def ask(
@@ -198,12 +226,7 @@ def _conversation(index: int, person: dict[str, str], rng: random.Random) -> dic
             # what the answer used to be: inject must not give it back as current
             old = (said[(kind, "old")], before) if category == "changed" else None
             ask(text, category, said[(kind, "new")], now, old)
-    return {
-        "id": cid,
-        "user": name,
-        "sessions": sessions,
-        "questions": questions,
-    }
+    return questions
 
 
 def _answer(statement: str, person: dict[str, str]) -> str:

@@ -60,69 +60,91 @@ def run(messages: int, iterations: int) -> dict[str, Any]:
         bench_database(DB) as (_admin, dsn),
         agent_connection(dsn) as conn,
     ):
-        started = time.perf_counter()
-        conn.execute(LOAD, {"words": VOCABULARY, "n": len(VOCABULARY), "episodes": messages // 10})
-        snippet_queue.drain_sync(conn, batch=1000)  # their sentences, as the drains index them
-        # a scope's facts too, as inject ranks them before it searches the messages
-        facts = [question(random.Random(n)) for n in range(200)]
-        load_facts(conn, SCOPE, [{"content": f"User {q}", "importance": 0.5} for q in facts])
-        reason = embedding_repo.ensure(conn)
-        if reason is not None:
-            raise SystemExit(f"pgvector is needed: {reason}")
-        embed_locally(conn, "snippets", "snippet_embeddings", "snippet_id", MODEL)
-        embed_locally(conn, "memory_items", "fact_embeddings", "fact_id", MODEL)
-        # the full-text statistics' changes folded, as the consolidation flow does per scope
-        conn.execute(term_counts.COMPACT_SCOPE, SCOPE.as_dict())
-        conn.execute("VACUUM ANALYZE")
-        load_s = time.perf_counter() - started
+        load_s = _load(conn, messages)
         # the scope's own HNSW index, as the flows build it for a large scope
         ann_s = build_ann_indexes(dsn, "snippets", [SCOPE], MODEL)
         ann = ann_indexes.ann_index_sync(conn, "snippets", SCOPE, MODEL)
         indexed = conn.execute("SELECT count(*) FROM agent_memory.snippets").fetchone()
-        rng = random.Random(5)
-        asks = [question(rng) for _ in range(iterations)]
-        vectors = [list(map(float, v)) for v in load().embed(asks[:50], norm=True)]
-        day = today()
-        text_it = iter(asks * 2)
-        hyb_it = iter([(q, vectors[i % 50]) for i, q in enumerate(asks)] * 2)
+        times = _time_searches(conn, dsn, ann, iterations)
+    return _report(messages, indexed[0] if indexed else 0, load_s, ann_s, times)
 
-        def params(text: str) -> dict[str, Any]:
-            return {**snippet_repo.search_params(SCOPE, text, on=day, limit=20), "model": MODEL}
 
-        def select1() -> None:
-            conn.execute("SELECT 1").fetchall()
+def _load(conn: Any, messages: int) -> float:
+    """The scope's messages and facts, indexed and embedded as the drains and flows leave
+    them; the seconds it took."""
+    started = time.perf_counter()
+    conn.execute(LOAD, {"words": VOCABULARY, "n": len(VOCABULARY), "episodes": messages // 10})
+    snippet_queue.drain_sync(conn, batch=1000)  # their sentences, as the drains index them
+    # a scope's facts too, as inject ranks them before it searches the messages
+    facts = [question(random.Random(n)) for n in range(200)]
+    load_facts(conn, SCOPE, [{"content": f"User {q}", "importance": 0.5} for q in facts])
+    reason = embedding_repo.ensure(conn)
+    if reason is not None:
+        raise SystemExit(f"pgvector is needed: {reason}")
+    embed_locally(conn, "snippets", "snippet_embeddings", "snippet_id", MODEL)
+    embed_locally(conn, "memory_items", "fact_embeddings", "fact_id", MODEL)
+    # the full-text statistics' changes folded, as the consolidation flow does per scope
+    conn.execute(term_counts.COMPACT_SCOPE, SCOPE.as_dict())
+    conn.execute("VACUUM ANALYZE")
+    return time.perf_counter() - started
 
-        def search_text() -> None:
-            snippet_repo.search_sync(conn, params(next(text_it)))
 
-        def search_hybrid() -> None:
-            text, vector = next(hyb_it)
-            snippet_repo.search_sync(conn, params(text), vector, ann)
+def _time_searches(conn: Any, dsn: str, ann: Any, iterations: int) -> dict[str, list[float]]:
+    """Each measurement's timings, interleaved in rounds so that they share the machine's
+    moments alike."""
+    rng = random.Random(5)
+    asks = [question(rng) for _ in range(iterations)]
+    vectors = [list(map(float, v)) for v in load().embed(asks[:50], norm=True)]
+    day = today()
+    text_it = iter(asks * 2)
+    hyb_it = iter([(q, vectors[i % 50]) for i, q in enumerate(asks)] * 2)
 
-        manager = MemoryManager.create_sync(dsn, migrate=False)
-        inj_it = iter(asks * 2)
+    def params(text: str) -> dict[str, Any]:
+        return {**snippet_repo.search_params(SCOPE, text, on=day, limit=20), "model": MODEL}
 
-        def inject_with_snippets() -> None:
-            frame = manager.inject_sync(SCOPE, query=next(inj_it))
-            assert frame.ranking == "hybrid" and frame.snippets
+    def select1() -> None:
+        conn.execute("SELECT 1").fetchall()
 
-        s1: list[float] = []
-        txt: list[float] = []
-        hyb: list[float] = []
-        inj: list[float] = []
-        rounds = 5
-        try:
-            for _ in range(rounds):
-                s1 += timings(select1, iterations // rounds)
-                txt += timings(search_text, iterations // rounds)
-                hyb += timings(search_hybrid, iterations // rounds)
-                inj += timings(inject_with_snippets, iterations // rounds)
-        finally:
-            manager.close_sync()
+    def search_text() -> None:
+        snippet_repo.search_sync(conn, params(next(text_it)))
 
-    r1, rt, rh, ri = summary(s1), summary(txt), summary(hyb), summary(inj)
+    def search_hybrid() -> None:
+        text, vector = next(hyb_it)
+        snippet_repo.search_sync(conn, params(text), vector, ann)
+
+    manager = MemoryManager.create_sync(dsn, migrate=False)
+    inj_it = iter(asks * 2)
+
+    def inject_with_snippets() -> None:
+        frame = manager.inject_sync(SCOPE, query=next(inj_it))
+        assert frame.ranking == "hybrid" and frame.snippets
+
+    steps = {
+        "select1": select1,
+        "search_text": search_text,
+        "search_hybrid": search_hybrid,
+        "inject_with_snippets": inject_with_snippets,
+    }
+    times: dict[str, list[float]] = {name: [] for name in steps}
+    rounds = 5
+    try:
+        for _ in range(rounds):
+            for name, step in steps.items():
+                times[name] += timings(step, iterations // rounds)
+    finally:
+        manager.close_sync()
+    return times
+
+
+def _report(
+    messages: int, indexed: int, load_s: float, ann_s: float, times: dict[str, list[float]]
+) -> dict[str, Any]:
+    r1, rt, rh, ri = (
+        summary(times[name])
+        for name in ("select1", "search_text", "search_hybrid", "inject_with_snippets")
+    )
     return {
-        "messages": indexed[0] if indexed else 0,
+        "messages": indexed,
         "load_seconds": round(load_s, 1),
         "ann_index_build_seconds": round(ann_s, 1),
         "select1": r1,

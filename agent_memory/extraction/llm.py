@@ -125,23 +125,35 @@ class LLMExtractor:
         """One chat completion, within ``AGENT_MEMORY_LLM_TIMEOUT`` in all; returns the text
         and its usage (``answer``: the JSON schema asked for, when the model takes one). Errors
         are classified (see :mod:`agent_memory.extraction.faults`)."""
-        s = self.settings
         schema = answer or operations_format()
         if self._setup_error is not None:  # fail at once, as the first call did, sending nothing
-            error: ExtractionError | TransientExtractionError = ExtractorSetupError(
-                # the cause first, as the first call said it; then why this one was not sent
-                f"{self._setup_error} [this call was not sent: an earlier call of this run "
-                f"failed on the setting]",
-                setting=self._setup_error.setting,
-                sent=False,
-            )
-            error.usage = Usage()
-            raise error
+            raise self._not_sent(self._setup_error)
         litellm = _litellm()
         started = time.perf_counter()
+        response = await self._send(litellm, messages, schema, started)
+        return self._answer(litellm, response, latency=time.perf_counter() - started)
+
+    @staticmethod
+    def _not_sent(cause: ExtractorSetupError) -> ExtractorSetupError:
+        """The refusal of a call after one of this run failed on a setting."""
+        error = ExtractorSetupError(
+            # the cause first, as the first call said it; then why this one was not sent
+            f"{cause} [this call was not sent: an earlier call of this run failed on the setting]",
+            setting=cause.setting,
+            sent=False,
+        )
+        error.usage = Usage()
+        return error
+
+    async def _send(
+        self, litellm: Any, messages: list[dict[str, str]], schema: dict[str, Any], started: float
+    ) -> Any:
+        """The provider's response, within the deadline; a failure raised classified, with the
+        usage it cost (``started``: when the call began)."""
+        s = self.settings
         try:
             async with asyncio.timeout(s.timeout):
-                response = await litellm.acompletion(
+                return await litellm.acompletion(
                     model=s.model,
                     messages=messages,
                     api_base=s.api_base,
@@ -174,12 +186,14 @@ class LLMExtractor:
                 if wait:
                     await asyncio.sleep(wait)
             raise classified from None
-        latency = time.perf_counter() - started
+
+    def _answer(self, litellm: Any, response: Any, *, latency: float) -> tuple[str, Usage]:
+        """The text of the response and what it cost; ExtractionError when it has no answer."""
         choices = getattr(response, "choices", None)
         if not choices:
             error = ExtractionError(
-                f"LLM call to {s.model} failed: the provider's answer has no choices "
-                f"({type(response).__name__})"
+                f"LLM call to {self.settings.model} failed: the provider's answer has no "
+                f"choices ({type(response).__name__})"
             )
             error.usage = Usage(calls=1, latency_s=latency)
             raise error
@@ -188,6 +202,19 @@ class LLMExtractor:
         usage = getattr(response, "usage", None)
         prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
         completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
+        return text, Usage(
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            cost_usd=self._cost(litellm, response, prompt_tokens, completion_tokens),
+            latency_s=latency,
+            calls=1,
+        )
+
+    def _cost(
+        self, litellm: Any, response: Any, prompt_tokens: int, completion_tokens: int
+    ) -> float | None:
+        """The call's price in USD: litellm's for the response, else by the token counts;
+        None when litellm has no price for the model."""
         cost: float | None = (getattr(response, "_hidden_params", None) or {}).get("response_cost")
         if cost is None and not self._unpriced:
             # priced by the configured model, not the answer's model name: litellm prints to
@@ -196,7 +223,7 @@ class LLMExtractor:
                 cost = float(
                     sum(
                         litellm.cost_per_token(
-                            model=s.model,
+                            model=self.settings.model,
                             prompt_tokens=prompt_tokens,
                             completion_tokens=completion_tokens,
                         )
@@ -204,13 +231,7 @@ class LLMExtractor:
                 )
             except Exception:  # a model litellm has no price for: unknown, rather than wrong
                 cost, self._unpriced = None, True
-        return text, Usage(
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            cost_usd=cost,
-            latency_s=latency,
-            calls=1,
-        )
+        return cost
 
     async def extract(
         self,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import AsyncIterator, Callable, Collection
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import replace
 from typing import Any, Literal, TypeVar
 
@@ -61,6 +61,9 @@ def without_user(tool: F) -> F:
     return tool
 
 
+ScopeOf = Callable[[str | None], Scope]
+
+
 def build_server(
     settings: Settings,
     scope: Scope,
@@ -73,6 +76,29 @@ def build_server(
     the users its tools may name instead of ``scope``'s (``"any"``: every user); none by
     default, and then no tool takes a user at all."""
     widened = other_users == "any" or bool(other_users)
+    # refuses arguments a tool does not take (a user_id here when no other user is allowed)
+    server: FastMCP[MemoryManager] = StrictFastMCP(
+        "agent-memory",
+        instructions=INSTRUCTIONS,
+        lifespan=_lifespan(settings),
+        host=host,
+        port=port,
+    )
+    scope_of = _scope_of(scope, other_users, widened=widened)
+    tools = (
+        *_adding_and_reading(scope_of),
+        *_correcting_and_erasing(scope_of),
+        _conversation_search(scope_of),
+    )
+    for fn in tools:  # in this order: the order a client lists them in
+        server.tool()(fn if widened else without_user(fn))
+    return server
+
+
+def _lifespan(
+    settings: Settings,
+) -> Callable[[FastMCP[MemoryManager]], AbstractAsyncContextManager[MemoryManager]]:
+    """The server's manager: opened when the server starts, closed when it stops."""
 
     @asynccontextmanager
     async def lifespan(_: FastMCP[MemoryManager]) -> AsyncIterator[MemoryManager]:
@@ -82,13 +108,13 @@ def build_server(
         finally:
             await manager.close()
 
-    # refuses arguments a tool does not take (a user_id here when no other user is allowed)
-    server: FastMCP[MemoryManager] = StrictFastMCP(
-        "agent-memory", instructions=INSTRUCTIONS, lifespan=lifespan, host=host, port=port
-    )
+    return lifespan
 
-    def manager_of(ctx: Context[Any, MemoryManager, Any]) -> MemoryManager:
-        return ctx.request_context.lifespan_context
+
+def _scope_of(
+    scope: Scope, other_users: Collection[str] | Literal["any"], *, widened: bool
+) -> ScopeOf:
+    """How a tool call's ``user_id`` picks its scope (see :func:`build_server`)."""
 
     def scope_of(user_id: str | None) -> Scope:
         """The scope a tool call reaches: the server's, or that user's where it allows."""
@@ -103,19 +129,25 @@ def build_server(
             )
         return replace(scope, user_id=user_id)
 
-    def tool(fn: F) -> F:
-        server.tool()(fn if widened else without_user(fn))
-        return fn
+    return scope_of
 
-    async def owned(manager: MemoryManager, at: Scope, fact_id: int) -> MemoryItem:
-        """The current fact ``fact_id`` of the scope or of a level of memory it reads; another
-        user's or a sibling scope's is as unknown as none."""
-        for fact in await manager.readable_facts(at):
-            if fact.id == fact_id:
-                return fact
-        raise UnknownFactError(f"no current memory with id {fact_id}")
 
-    @tool
+def _manager_of(ctx: Context[Any, MemoryManager, Any]) -> MemoryManager:
+    return ctx.request_context.lifespan_context
+
+
+async def _owned(manager: MemoryManager, at: Scope, fact_id: int) -> MemoryItem:
+    """The current fact ``fact_id`` of the scope or of a level of memory it reads; another
+    user's or a sibling scope's is as unknown as none."""
+    for fact in await manager.readable_facts(at):
+        if fact.id == fact_id:
+            return fact
+    raise UnknownFactError(f"no current memory with id {fact_id}")
+
+
+def _adding_and_reading(scope_of: ScopeOf) -> tuple[Callable[..., Any], ...]:
+    """The tools that add and read memories."""
+
     async def add_memory(
         content: str,
         ctx: Context[Any, MemoryManager, Any],
@@ -124,9 +156,8 @@ def build_server(
     ) -> dict[str, Any]:
         """Add a memory (a known one, reworded or not, is reinforced instead of copied)."""
         at = scope_of(user_id)
-        return _item(await manager_of(ctx).add_fact(at, content, importance=importance))
+        return _item(await _manager_of(ctx).add_fact(at, content, importance=importance))
 
-    @tool
     async def search_memories(
         query: str,
         ctx: Context[Any, MemoryManager, Any],
@@ -134,26 +165,29 @@ def build_server(
         user_id: str | None = None,
     ) -> list[dict[str, Any]]:
         """The memories that match query, best first."""
-        found = await manager_of(ctx).search(scope_of(user_id), query, limit=limit)
+        found = await _manager_of(ctx).search(scope_of(user_id), query, limit=limit)
         return [{**_item(f), "score": round(f.score, 4)} for f in found]
 
-    @tool
     async def list_memories(
         ctx: Context[Any, MemoryManager, Any], user_id: str | None = None
     ) -> list[dict[str, Any]]:
         """Every current memory, most important first, each with its level ("user": about
         the person, shared by all their agents; "user_agent", "workflow": this agent's or
         task's own)."""
-        return [_item(f) for f in await manager_of(ctx).readable_facts(scope_of(user_id))]
+        return [_item(f) for f in await _manager_of(ctx).readable_facts(scope_of(user_id))]
 
-    @tool
     async def get_memory(
         fact_id: int, ctx: Context[Any, MemoryManager, Any], user_id: str | None = None
     ) -> dict[str, Any]:
         """One memory by its id."""
-        return _item(await owned(manager_of(ctx), scope_of(user_id), fact_id))
+        return _item(await _owned(_manager_of(ctx), scope_of(user_id), fact_id))
 
-    @tool
+    return add_memory, search_memories, list_memories, get_memory
+
+
+def _correcting_and_erasing(scope_of: ScopeOf) -> tuple[Callable[..., Any], ...]:
+    """The tools that correct, delete and erase memories."""
+
     async def update_memory(
         fact_id: int,
         content: str,
@@ -162,23 +196,21 @@ def build_server(
     ) -> dict[str, Any]:
         """Correct a memory: the new wording replaces it (the old one is kept as history)."""
         try:
-            fact = await manager_of(ctx).update_fact(fact_id, content, scope=scope_of(user_id))
+            fact = await _manager_of(ctx).update_fact(fact_id, content, scope=scope_of(user_id))
         except UnknownFactError:
             raise UnknownFactError(f"no current memory with id {fact_id}") from None
         return _item(fact)
 
-    @tool
     async def delete_memory(
         fact_id: int, ctx: Context[Any, MemoryManager, Any], user_id: str | None = None
     ) -> str:
         """Delete a memory that is no longer true (kept as history, never recalled again)."""
         try:
-            fact = await manager_of(ctx).forget_fact(fact_id, scope=scope_of(user_id))
+            fact = await _manager_of(ctx).forget_fact(fact_id, scope=scope_of(user_id))
         except UnknownFactError:
             raise UnknownFactError(f"no current memory with id {fact_id}") from None
         return f"deleted memory {fact.id}: {fact.content}"
 
-    @tool
     async def delete_all_memories(
         ctx: Context[Any, MemoryManager, Any], user_id: str | None = None
     ) -> str:
@@ -186,25 +218,34 @@ def build_server(
         conversation and conversation thread (of this server's agent or workflow only, where
         it serves one). Nothing can be recovered."""
         at = scope_of(user_id)
-        manager = manager_of(ctx)
-        try:
-            if at.user_id is None:  # a server of an agent or workflow with no user
-                removed = await manager.erase(at)
-                scopes = 1
-            else:
-                summary = await manager.erase_user(
-                    at.user_id, agent_id=at.agent_id, workflow_id=at.workflow_id
-                )
-                removed, scopes = summary.removed, len(summary.scopes)
-        except UnknownScopeError:
-            return f"memory holds nothing about {at.label}: nothing deleted"
-        return (
-            f"erased {at.label}: {removed.get('memory_items', 0)} memories,"
-            f" {removed.get('episodes', 0)} conversations,"
-            f" {removed.get('checkpoints', 0)} checkpoints in {scopes} scope(s)"
-        )
+        return await _erase(_manager_of(ctx), at)
 
-    @tool
+    return update_memory, delete_memory, delete_all_memories
+
+
+async def _erase(manager: MemoryManager, at: Scope) -> str:
+    """``delete_all_memories``: what it erased, said for the client."""
+    try:
+        if at.user_id is None:  # a server of an agent or workflow with no user
+            removed = await manager.erase(at)
+            scopes = 1
+        else:
+            summary = await manager.erase_user(
+                at.user_id, agent_id=at.agent_id, workflow_id=at.workflow_id
+            )
+            removed, scopes = summary.removed, len(summary.scopes)
+    except UnknownScopeError:
+        return f"memory holds nothing about {at.label}: nothing deleted"
+    return (
+        f"erased {at.label}: {removed.get('memory_items', 0)} memories,"
+        f" {removed.get('episodes', 0)} conversations,"
+        f" {removed.get('checkpoints', 0)} checkpoints in {scopes} scope(s)"
+    )
+
+
+def _conversation_search(scope_of: ScopeOf) -> Callable[..., Any]:
+    """The tool that searches past conversations."""
+
     async def search_conversations(
         query: str,
         ctx: Context[Any, MemoryManager, Any],
@@ -212,10 +253,10 @@ def build_server(
         user_id: str | None = None,
     ) -> list[dict[str, Any]]:
         """The messages of past conversations most relevant to query, with when and who."""
-        found = await manager_of(ctx).search_conversations(scope_of(user_id), query, limit=limit)
+        found = await _manager_of(ctx).search_conversations(scope_of(user_id), query, limit=limit)
         return [
             {"said_at": s.occurred_at.isoformat(), "speaker": s.speaker, "text": s.content}
             for s in found
         ]
 
-    return server
+    return search_conversations
