@@ -4,7 +4,7 @@ http://127.0.0.1:8000", "401 from the provider at https://api.example.com", "no 
 
 An LLM client's own message says the class before the cause ("InternalServerError:
 litellm.InternalServerError: ... Connection error.") and never the host, so every failed scope
-in a table looked the same. The errors of :mod:`agent_memory.extraction.faults` lead with one of
+in a table looked the same. The errors of `agent_memory.extraction.call_errors` lead with one of
 these phrases instead, then the classes. The phrases are the project's own words about a setting
 (the provider's address, cut to scheme, host and port) and never a conversation's, so
 :func:`leading_cause` can pick them out of an error for the orchestrator, which is otherwise told

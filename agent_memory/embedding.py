@@ -15,7 +15,7 @@ from typing import Any
 
 from agent_memory.db.connection import Database
 from agent_memory.errors import EmbeddingError, EmbeddingRejectedError, TransientEmbeddingError
-from agent_memory.extraction.faults import transient_types
+from agent_memory.extraction.call_errors import transient_types
 from agent_memory.extraction.llm import _litellm
 from agent_memory.local_embedding import LocalEmbedder
 from agent_memory.redact import known_secrets, redact

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from agent_memory_deployments.server import PrefectServer
+    from agent_memory_flows.prefect_server import PrefectServer
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -46,7 +46,7 @@ def prefect_defaults(*, root_logger: bool = True, own_home: bool = True) -> dict
 def prefect_server() -> Iterator[PrefectServer]:
     """A ``prefect server start`` of this run's own, as a deployment would have (not the
     ephemeral one in-process), with PREFECT_API_URL pointing at it; stopped on leaving."""
-    from agent_memory_deployments.server import start_prefect_server
+    from agent_memory_flows.prefect_server import start_prefect_server
 
     prefect = start_prefect_server()
     os.environ["PREFECT_API_URL"] = prefect.api_url

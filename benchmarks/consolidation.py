@@ -74,7 +74,7 @@ from benchmarks._prefect_api import (
 from tests.fake_llm import FakeLLMProcess
 
 if TYPE_CHECKING:
-    from agent_memory_deployments.server import PrefectServer
+    from agent_memory_flows.prefect_server import PrefectServer
 
 __all__ = ["main"]
 

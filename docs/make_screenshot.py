@@ -27,7 +27,7 @@ HOME = Path(tempfile.mkdtemp(prefix="am-screenshot-"))
 os.environ.update(PREFECT_HOME=str(HOME / "prefect"))
 keep_private()
 
-from agent_memory_deployments.server import start_prefect_server  # noqa: E402
+from agent_memory_flows.prefect_server import start_prefect_server  # noqa: E402
 
 # from the shared module, not a benchmark's: those lower Prefect's log level when imported
 from benchmarks._common import admin_dsn, fresh_database  # noqa: E402
@@ -98,7 +98,7 @@ async def screenshot(chromium: str, url: str, wait_for_text: str) -> bytes:
 
     import websockets
 
-    from agent_memory_deployments.server import free_port
+    from agent_memory_flows.prefect_server import free_port
 
     port = free_port()
     browser = subprocess.Popen(

@@ -154,7 +154,7 @@ def _poll(server: Server, query: str, *params: Any) -> None:
 
 
 def _port() -> int:
-    from agent_memory_deployments.server import free_port
+    from agent_memory_flows.prefect_server import free_port
 
     return int(free_port())
 

@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from agent_memory_deployments.server import free_port
+from agent_memory_flows.prefect_server import free_port
 
 SERVICE_USER = "postgres"  # Debian's package creates it; PostgreSQL refuses to run as root
 

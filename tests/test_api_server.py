@@ -19,7 +19,7 @@ import pytest
 
 from agent_memory.settings import PrefectSettings
 from agent_memory_deployments import local_server
-from agent_memory_deployments.server import free_port
+from agent_memory_flows.prefect_server import free_port
 from tests.prefect_api import api
 from tests.processes import run_interpreter
 

@@ -15,7 +15,7 @@ import pytest
 from agent_memory.errors import PrefectServerError
 from agent_memory.settings import PrefectSettings
 from agent_memory_deployments import local_server
-from agent_memory_deployments.server import free_port
+from agent_memory_flows.prefect_server import free_port
 from tests.prefect_api import wait_for
 from tests.processes import ROOT, run_interpreter
 

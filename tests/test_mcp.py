@@ -21,7 +21,7 @@ from mcp.client.streamable_http import streamable_http_client
 from psycopg.types.json import Jsonb
 
 from agent_memory import MemoryManager, Scope
-from agent_memory_deployments.server import free_port
+from agent_memory_flows.prefect_server import free_port
 from tests.processes import ROOT
 
 pytestmark = pytest.mark.system

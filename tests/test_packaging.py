@@ -18,7 +18,7 @@ import pytest
 
 from agent_memory.private import TELEMETRY_OFF
 from agent_memory_deployments.schedules import CONSOLIDATION, SCHEDULES
-from agent_memory_deployments.server import PrefectServer, start_prefect_server
+from agent_memory_flows.prefect_server import PrefectServer, start_prefect_server
 from tests.prefect_api import api
 from tests.processes import ROOT
 from tests.test_work_pool import record, wait_final

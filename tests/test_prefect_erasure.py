@@ -18,7 +18,7 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from agent_memory.private import TELEMETRY_OFF
-from agent_memory_deployments.server import PrefectServer, start_prefect_server
+from agent_memory_flows.prefect_server import PrefectServer, start_prefect_server
 from tests.fake_llm import FakeLLM, Reply, facts_answer
 from tests.prefect_api import wait_for
 

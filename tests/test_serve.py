@@ -20,7 +20,7 @@ from agent_memory.errors import PrefectServerError
 from agent_memory.private import TELEMETRY_OFF
 from agent_memory.pseudonyms import scope_key
 from agent_memory_deployments.schedules import SCHEDULES
-from agent_memory_deployments.server import free_port, prefect_database_url
+from agent_memory_flows.prefect_server import free_port, prefect_database_url
 from tests.prefect_api import api, wait_for
 
 pytestmark = pytest.mark.system
@@ -105,7 +105,7 @@ def test_serve_registers_schedules_and_runs_a_triggered_consolidation(
 
 def test_a_prefect_server_that_cannot_start_is_named(tmp_path: Path) -> None:
     from agent_memory.errors import PrefectServerError
-    from agent_memory_deployments.server import start_prefect_server
+    from agent_memory_flows.prefect_server import start_prefect_server
 
     with pytest.raises(PrefectServerError, match=r"256\.0\.0\.1:\d+ exited with \d+; see .*\.log"):
         start_prefect_server("256.0.0.1", free_port(), home=tmp_path / "prefect", timeout=120)

@@ -24,7 +24,7 @@ from agent_memory.db import scope_keys
 from agent_memory.private import TELEMETRY_OFF
 from agent_memory.pseudonyms import namer
 from agent_memory_deployments.schedules import CONSOLIDATION, SCHEDULES
-from agent_memory_deployments.server import PrefectServer, start_prefect_server
+from agent_memory_flows.prefect_server import PrefectServer, start_prefect_server
 from tests.fake_llm import FakeLLM, Reply, facts_answer
 from tests.prefect_api import api, wait_for
 from tests.system_postgres import system_bindir, system_postgres

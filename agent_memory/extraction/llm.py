@@ -4,7 +4,7 @@ litellm is imported here only, on first use, so an agent that merely injects and
 pays for it. litellm's own retries are off: retries belong to the Prefect task (declared on its
 decorator), which sees :class:`TransientExtractionError` for faults worth retrying and
 :class:`ExtractionError` for the rest (:class:`ExtractorSetupError`, naming the setting to fix,
-when a setting is the cause; see :mod:`agent_memory.extraction.faults`).
+when a setting is the cause; see :mod:`agent_memory.extraction.call_errors`).
 
 ``AGENT_MEMORY_LLM_TIMEOUT`` is a deadline for the whole call: litellm's own timeout bounds
 each read of the socket, so a server sending its answer a byte at a time would hold a call
@@ -22,7 +22,7 @@ from typing import Any
 from agent_memory.causes import no_answer
 from agent_memory.errors import ExtractionError, ExtractorSetupError, TransientExtractionError
 from agent_memory.extraction.base import Extraction
-from agent_memory.extraction.faults import classify, where_to
+from agent_memory.extraction.call_errors import classify, where_to
 from agent_memory.extraction.parse import parse_operations
 from agent_memory.extraction.prompt import PROMPT_VERSION, build_messages, operations_format
 from agent_memory.models import Episode, KnownFact, Level
@@ -124,7 +124,7 @@ class LLMExtractor:
     ) -> tuple[str, Usage]:
         """One chat completion, within ``AGENT_MEMORY_LLM_TIMEOUT`` in all; returns the text
         and its usage (``answer``: the JSON schema asked for, when the model takes one). Errors
-        are classified (see :mod:`agent_memory.extraction.faults`)."""
+        are classified (see :mod:`agent_memory.extraction.call_errors`)."""
         schema = answer or operations_format()
         if self._setup_error is not None:  # fail at once, as the first call did, sending nothing
             raise self._not_sent(self._setup_error)

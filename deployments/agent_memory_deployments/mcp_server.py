@@ -139,10 +139,10 @@ def _manager_of(ctx: Context[Any, MemoryManager, Any]) -> MemoryManager:
 async def _owned(manager: MemoryManager, at: Scope, fact_id: int) -> MemoryItem:
     """The current fact ``fact_id`` of the scope or of a level of memory it reads; another
     user's or a sibling scope's is as unknown as none."""
-    for fact in await manager.readable_facts(at):
-        if fact.id == fact_id:
-            return fact
-    raise UnknownFactError(f"no current memory with id {fact_id}")
+    try:
+        return await manager.readable_fact(at, fact_id)  # one read, whatever the scope holds
+    except UnknownFactError:
+        raise UnknownFactError(f"no current memory with id {fact_id}") from None
 
 
 def _adding_and_reading(scope_of: ScopeOf) -> tuple[Callable[..., Any], ...]:

@@ -44,7 +44,7 @@ def serve(
     _private_defaults()
     server = None
     if not os.environ.get("PREFECT_API_URL"):
-        from agent_memory_deployments.server import start_prefect_server
+        from agent_memory_flows.prefect_server import start_prefect_server
 
         try:
             server = start_prefect_server(host, port, database_url=prefect_database_url)
