@@ -81,6 +81,14 @@ def connection_cause(exc: BaseException, where: str) -> str | None:
 _CONNECT_ERRORS = {"ConnectError", "ClientConnectorError", "APIConnectionError"}
 
 
+def http_status(exc: BaseException) -> int | None:
+    """The HTTP status a client's error carries (``status_code``, or its response's), if any."""
+    status = getattr(exc, "status_code", None)
+    if status is None:
+        status = getattr(getattr(exc, "response", None), "status_code", None)
+    return status if isinstance(status, int) else None
+
+
 def status_cause(status: int, where: str) -> str:
     """ "401 from the provider at http://...": an HTTP status, and who sent it."""
     return f"{status} from the provider" + ("" if where == PROVIDER else f" at {where}")

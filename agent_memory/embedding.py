@@ -13,6 +13,14 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from agent_memory.causes import (
+    connection_cause,
+    http_status,
+    no_answer,
+    origin,
+    request_origin,
+    status_cause,
+)
 from agent_memory.db.connection import Database
 from agent_memory.errors import EmbeddingError, EmbeddingRejectedError, TransientEmbeddingError
 from agent_memory.extraction.call_errors import transient_types
@@ -38,6 +46,9 @@ class Embedder:
             "input": list(texts),
             "timeout": timeout or s.timeout,
             "num_retries": 0,
+            # nor the client's own: a refused connection says so at once rather than being
+            # tried again until the deadline, which would report "no answer" instead
+            "max_retries": 0,
             "drop_params": True,
         }
         if s.api_base:
@@ -62,6 +73,14 @@ class Embedder:
         secret = self.settings.api_key.get_secret_value() if self.settings.api_key else None
         message = redact(f"{type(exc).__name__}: {exc}", [secret, *known_secrets()])
         text = f"embedding call to {self.model} failed: {message[:500]}"
+        # the cause in words first (where the call went, and what came back), as for the LLM
+        where = request_origin(exc) or origin(self.settings.api_base)
+        status = http_status(exc)
+        cause = connection_cause(exc, where) or (
+            status_cause(status, where) if status is not None else None
+        )
+        if cause is not None:
+            text = f"{cause} ({text})"
         litellm = _litellm()
         if isinstance(exc, transient_types(litellm)):
             return TransientEmbeddingError(text)
@@ -87,9 +106,10 @@ class Embedder:
             async with asyncio.timeout(deadline):
                 response = await _litellm().aembedding(**self._kwargs(texts, timeout))
         except TimeoutError:
+            where = origin(self.settings.api_base)
             raise TransientEmbeddingError(
-                f"embedding call to {self.model} failed: no complete answer within "
-                f"{deadline:g} s (AGENT_MEMORY_EMBEDDING_TIMEOUT)"
+                f"{no_answer(deadline, where)} (embedding call to {self.model} failed: no "
+                f"complete answer within {deadline:g} s, AGENT_MEMORY_EMBEDDING_TIMEOUT)"
             ) from None
         except Exception as exc:
             raise self._error(exc) from None

@@ -123,7 +123,9 @@ async def test_a_failing_embedding_model_leaves_consolidation_and_inject_working
         # the facts are written; only their embeddings wait
         assert summary["completed"] == 1 and summary["facts_created"] == len(DATA["facts"])
         assert db.execute("SELECT count(*) FROM agent_memory.fact_embeddings").fetchone() == (0,)
-        assert "facts not embedded yet: embedding call to openai/embed-a failed" in seen.text
+        # the cause first, where the call went and what came back, then the call
+        assert "facts not embedded yet: 500 from the provider at http://127.0.0.1:" in seen.text
+        assert "(embedding call to openai/embed-a failed: " in seen.text
         manager_log, seen = logging.getLogger("agent_memory"), Lines()
         manager_log.addHandler(seen)
         try:

@@ -148,3 +148,46 @@ async def test_tables_show_each_failures_cause_and_the_episodes_it_held(
     assert rows["user=cause-refused"][-2].startswith(refused)
     assert rows["user=cause-rejected"][3:5] == ["failed", "1"]
     assert rows["user=cause-rejected"][-2].startswith(rejected)
+
+
+# ---- the embedding model's failures lead with their cause too --------------------------------
+
+
+def embedding(api_base: str, timeout: float = 120) -> Any:
+    """An embedder of the loopback ``api_base``; a long deadline but where a test means to
+    pass it: a refused or rejected call ends at once, and a loaded machine's first call (the
+    client's set-up included) must not meet the deadline first."""
+    from agent_memory.embedding import make_embedder
+    from agent_memory.settings import EmbeddingSettings
+
+    return make_embedder(
+        EmbeddingSettings(
+            model="openai/embed-cause", api_base=api_base, api_key=KEY, timeout=timeout
+        )
+    )
+
+
+async def test_an_embedding_call_refused_or_rejected_or_unanswered_leads_with_why(
+    fake_llm: FakeLLM,
+) -> None:
+    from agent_memory.errors import EmbeddingError, TransientEmbeddingError
+
+    port = dead_port()
+    with pytest.raises(TransientEmbeddingError) as refused:
+        await embedding(f"http://127.0.0.1:{port}/v1").embed(["a text"])
+    cause = f"connection refused to http://127.0.0.1:{port}"
+    assert str(refused.value).startswith(f"{cause} (embedding call to openai/embed-cause failed: ")
+    assert leading_cause(str(refused.value)) == cause and KEY not in str(refused.value)
+
+    fake_llm.embedding_status = 401
+    try:
+        with pytest.raises(EmbeddingError) as rejected:
+            await embedding(fake_llm.api_base).embed(["a text"])
+    finally:
+        fake_llm.embedding_status = 200
+    assert str(rejected.value).startswith(f"401 from the provider at {origin(fake_llm.api_base)} (")
+    assert KEY not in str(rejected.value)
+
+    with silent_server() as api_base, pytest.raises(TransientEmbeddingError) as silent:
+        await embedding(api_base, timeout=0.5).embed(["a text"])
+    assert str(silent.value).startswith(f"no answer within 0.5 s from {origin(api_base)} (")

@@ -15,6 +15,7 @@ from typing import Any
 from agent_memory.causes import (
     PROVIDER,
     connection_cause,
+    http_status,
     no_answer,
     origin,
     request_origin,
@@ -52,13 +53,6 @@ def transient_types(litellm: Any) -> tuple[type[BaseException], ...]:
     """litellm's exception types for faults a retry may fix (rate limits, 5xx, timeouts,
     refused connections)."""
     return _types(litellm, *_TRANSIENT_TYPES)
-
-
-def _status(exc: BaseException) -> int | None:
-    status = getattr(exc, "status_code", None)
-    if status is None:
-        status = getattr(getattr(exc, "response", None), "status_code", None)
-    return status if isinstance(status, int) else None
 
 
 def _key_variables(litellm: Any, model: str) -> str:
@@ -106,7 +100,7 @@ def classify(
     then the call and the classes the client raised, in parentheses."""
     model = settings.model or ""
     said = f"(LLM call to {model} failed: {describe(exc, secrets)})"
-    status = _status(exc)
+    status = http_status(exc)
     where = where_to(exc, settings)
     if _MISSING_KEY.search(str(exc)[:2000]):
         return ExtractorSetupError(
