@@ -5,6 +5,7 @@ index, prepared ones too), and ranks as the exact comparison does."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Any
 
@@ -158,3 +159,24 @@ def test_vectors_stored_before_scopes_were_kept_get_their_scope(
         ("'big','assistant',NULL",)
     ]
     assert embedding_repo.ensure(db) is None  # once there, nothing to do
+
+
+async def test_a_run_whose_scope_grows_past_the_threshold_builds_its_index_and_ends(
+    settings: Settings, db: psycopg.Connection[Any]
+) -> None:
+    # The run holds its scopes' claims in open transactions; CREATE INDEX CONCURRENTLY waits
+    # for every older transaction, so an index built inside the run waited for the run, which
+    # waited for it: the run never ended. The deadline turns such a hang into a failure.
+    tuned = settings.model_copy(update={"embedding": EmbeddingSettings(ann_min_rows=20)})
+    manager = await MemoryManager.create(settings=tuned, migrate=False)
+    try:
+        for n in range(12):  # 24 messages, more than 20 sentences
+            await manager.record(
+                BIG, [HumanMessage(f"I took up {TOPICS[n % 8]} in week {n}."), HumanMessage("Ok.")]
+            )
+        summary = await asyncio.wait_for(manager.consolidate(BIG), timeout=240)
+    finally:
+        await manager.close()
+    assert summary["completed"] == 1 and summary["failed"] == 0
+    kinds = db.execute("SELECT kind FROM agent_memory.ann_indexes ORDER BY kind").fetchall()
+    assert ("snippets",) in kinds  # built by the run, once it had let go of its claims

@@ -51,14 +51,32 @@ async def embed_scopes_of(
     log: Log,
     limit: int | None = None,
     name: Namer = by_label,
+    *,
+    build_indexes: bool = True,
 ) -> list[Embedded]:
     """:func:`embed_scope` for a group of scopes at once (a statement and a model call per
-    batch of rows, not per scope), the group's ``label`` in the log; what each scope got."""
+    batch of rows, not per scope), the group's ``label`` in the log; what each scope got.
+    ``build_indexes``: build the scopes' nearest-neighbour indexes now; a consolidation run
+    leaves them to :func:`build_due_indexes` once it has let go of its scopes."""
     done = await embed_scopes(pool, embedder, scopes, limit=limit)
-    for built, index in await ensure_ann_indexes_of(pool, embedder, scopes):
-        log.info("%s: built index %s: nearest vectors now come from it", name(built), index)
+    if build_indexes:
+        await build_due_indexes(pool, scopes, embedder, log, name)
     _report(log, label, embedder, Embedded.total(done))
     return done
+
+
+async def build_due_indexes(
+    pool: AsyncConnectionPool, scopes: list[Scope], embedder: TextEmbedder, log: Log, name: Namer
+) -> None:
+    """Build the nearest-neighbour index of each of ``scopes`` that has grown enough for one.
+
+    CREATE INDEX CONCURRENTLY waits for every transaction older than it to end, and a
+    consolidation run holds its scopes' claims in open transactions until it ends: built
+    inside the run, the index waited for the run, which waited for the index, for ever (a
+    scope crossing ``AGENT_MEMORY_EMBEDDING_ANN_MIN_ROWS`` hung its run). So a run builds
+    them after it has let go of its claims."""
+    for built, index in await ensure_ann_indexes_of(pool, embedder, scopes):
+        log.info("%s: built index %s: nearest vectors now come from it", name(built), index)
 
 
 def _report(log: Log, label: str | None, embedder: TextEmbedder, done: Embedded) -> None:
@@ -106,7 +124,9 @@ async def embed_each(
         label = ScopeGroup.of(todo, work.name).label
         try:
             async with limits.llm:
-                done = await embed_scopes_of(pool, todo, label, embedder, log, name=work.name)
+                done = await embed_scopes_of(
+                    pool, todo, label, embedder, log, name=work.name, build_indexes=False
+                )
         except Exception as exc:  # the facts are written: only their vectors wait
             for scope in todo:
                 work.errors[scope] = exc

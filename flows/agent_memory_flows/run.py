@@ -19,7 +19,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from agent_memory import progress
 from agent_memory.consolidation import RunSummary, ScopeClaims, ScopeResult
-from agent_memory.consolidation.embed import Embedding
+from agent_memory.consolidation.embed import Embedding, build_due_indexes
 from agent_memory.consolidation.groups import BatchPlan, Limits, ScopeGroup, groups_in_flight, split
 from agent_memory.consolidation.runner import OnBatch, RoundSteps, Run, StepEnd, consolidate_groups
 from agent_memory.db.connection import resolve
@@ -256,10 +256,26 @@ async def consolidate_scopes(
     try:
         run = Run(claims, steps, plan, secrets, on_batch, embedder)
         in_flight = groups_in_flight(size, settings.llm.max_concurrency)
-        return await consolidate_groups(run, split(scopes, size, name), in_flight)
+        results = await consolidate_groups(run, split(scopes, size, name), in_flight)
     finally:
         with contextlib.suppress(Exception):
             await claims.close()
+    if embedder is not None:  # only now: an index built under the claims waits for them
+        await _indexes(pool, [r.scope for r in results], embedder, name)
+    return results
+
+
+async def _indexes(
+    pool: AsyncConnectionPool, scopes: list[Scope], embedder: TextEmbedder, name: Any
+) -> None:
+    """The run's scopes' nearest-neighbour indexes that are due, built once its claims are
+    gone; one that fails is said in the log and built by a later run (the facts and their
+    vectors are written either way)."""
+    log = get_run_logger()
+    try:
+        await build_due_indexes(pool, scopes, embedder, log, name)
+    except Exception as exc:
+        log.warning("nearest-neighbour indexes not built now (a later run will): %s", exc)
 
 
 def open_run_pool(settings: Settings) -> AbstractAsyncContextManager[AsyncConnectionPool]:
