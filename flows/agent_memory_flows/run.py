@@ -31,6 +31,7 @@ from agent_memory.embedding import TextEmbedder, make_embedder, vectors_ready
 from agent_memory.extraction import OfflineExtractor, build_extractor
 from agent_memory.extraction.base import Extractor
 from agent_memory.models import Scope, Window
+from agent_memory.pseudonyms import Namer
 from agent_memory.redact import known_secrets
 from agent_memory.settings import Settings, TaskRetrySettings, get_settings
 from agent_memory_flows.params import ConsolidationParams
@@ -266,7 +267,7 @@ async def consolidate_scopes(
 
 
 async def _indexes(
-    pool: AsyncConnectionPool, scopes: list[Scope], embedder: TextEmbedder, name: Any
+    pool: AsyncConnectionPool, scopes: list[Scope], embedder: TextEmbedder, name: Namer
 ) -> None:
     """The run's scopes' nearest-neighbour indexes that are due, built once its claims are
     gone; one that fails is said in the log and built by a later run (the facts and their
