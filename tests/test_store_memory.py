@@ -168,6 +168,30 @@ async def test_facts_consolidation_wrote_show_under_their_own_keys(
     assert current(db, "alice") == [] and store.search(NS) == []
 
 
+async def test_a_put_that_points_a_new_key_at_a_flows_fact_shows_it_once(
+    manager: MemoryManager, store: AgentMemoryStore, db: psycopg.Connection[Any]
+) -> None:
+    """A new item whose wording is a fact the flows wrote (or whose key names that fact) shows
+    that fact: it is marked shown by the put (sql/0030), so the store lists it under the item's
+    key alone, never also under the fact's own key."""
+    tea = await manager.add_fact(ALICE, "Alice drinks green tea")
+    cat = await manager.add_fact(ALICE, "Alice has a cat")
+    assert {i.key for i in store.search(NS)} == {fact_key(tea.id), fact_key(cat.id)}
+
+    store.put(NS, "drink", {"content": "Alice drinks green tea"})  # the same wording
+    store.put(NS, fact_key(cat.id), {"content": "Alice has a cat", "note": "kept"})  # its key
+    shown = db.execute("SELECT id, shown FROM agent_memory.memory_items ORDER BY id").fetchall()
+    assert shown == [(tea.id, True), (cat.id, True)]
+    assert sorted(i.key for i in store.search(NS)) == sorted(["drink", fact_key(cat.id)])
+    assert counts(db) == (2, 2)
+
+    store.delete(NS, "drink")  # the delete's trigger: no row shows it any more
+    assert db.execute(
+        "SELECT shown, superseded_at IS NULL FROM agent_memory.memory_items WHERE id = %s",
+        (tea.id,),
+    ).fetchone() == (False, False)
+
+
 def test_a_query_ranks_the_matching_memories_first(store: AgentMemoryStore) -> None:
     facts = [
         "Alice plays the cello in an orchestra",

@@ -120,3 +120,26 @@ def test_what_matches_nothing_puts_the_scopes_facts_before_other_items(
     found = store.search(NS, query="which allergies?", limit=5)
     assert [i.key for i in found] == ["diet", "allergy", "settings"]
     assert found[0].score and found[0].score > 0
+
+
+# labels that are array-literal syntax, quoting, spacing or the word NULL (text_array sends a
+# namespace as an array literal, sql/0030)
+TRICKY = ['a"b', "c\\d", "{x,y}", " spaced ", "NULL", "é✓", '\\"', "}"]
+
+
+def test_labels_with_array_syntax_are_kept_as_written(
+    store: AgentMemoryStore, db: psycopg.Connection[Any]
+) -> None:
+    for label in TRICKY:
+        store.put(("docs", label), "k", {"text": label})  # a document
+        store.put(("memories", label), "k", {"content": f"{label} likes tea"})  # a memory
+    for label in TRICKY:
+        got = store.get(("docs", label), "k")
+        assert got is not None and got.namespace == ("docs", label) and got.value["text"] == label
+        memory = store.get(("memories", label), "k")
+        assert memory is not None and memory.value["content"] == f"{label} likes tea"
+    stored = {tuple(r[0]) for r in db.execute("SELECT namespace FROM agent_memory.store_items")}
+    assert stored == {(kind, label) for kind in ("docs", "memories") for label in TRICKY}
+    users = {r[0] for r in db.execute("SELECT user_id FROM agent_memory.memory_items")}
+    assert users == set(TRICKY)
+    assert set(store.list_namespaces(prefix=("docs",))) == {("docs", label) for label in TRICKY}

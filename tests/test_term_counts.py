@@ -153,26 +153,28 @@ async def test_a_scope_being_folded_elsewhere_is_left_to_that_fold(
     assert counts(db, KEPT) == truth
 
 
-SPREAD = 32  # agent_memory.fold_fact_terms's, as store_put_memory calls it (sql/0022)
+SPREAD = 32  # agent_memory.fold_fact_terms's, as store_put_memory calls it (sql/0030)
+ASKING = 4  # one new fact in ASKING (by a hash of its id) asks whether to fold
 
 
 def test_store_puts_fold_the_words_they_spread_and_searches_rank_alike(
     settings: Settings, db: psycopg.Connection[Any], database_url: str
 ) -> None:
     """A put through the Store folds its fact's words once they hold SPREAD rows in their scope:
-    no word is summed over more rows than that however many puts came, the sums stay exact,
-    and a search ranks as it does over a scope folded whole."""
+    no word is summed over many more rows than that (the few puts until one that asks)
+    however many puts came, the sums stay exact, and a search ranks as it does over a scope
+    folded whole."""
     manager = MemoryManager.create_sync(settings=settings, migrate=False)
     try:
         store = manager.store()
         ns = ("memories", "alice")
-        for n in range(3 * SPREAD + 5):
+        for n in range(6 * SPREAD + 5):
             store.put(ns, f"k{n}", {"content": f"User {n} likes tea and {_WORDS[n % 20]}."})
         most = db.execute(
             "SELECT max(n) FROM (SELECT count(*) AS n FROM agent_memory.term_counts"
             " GROUP BY corpus, scope_key, lexeme) AS c"
         ).fetchone()
-        assert most is not None and 1 < most[0] <= SPREAD
+        assert most is not None and 1 < most[0] <= SPREAD + 4 * ASKING
         assert counts(db, KEPT) == counts(db, RECOUNT)
         questions = ["does the user like tea?", "garden", "kayak and guitar", "nothing here"]
         before = [[(i.key, i.score) for i in store.search(ns, query=q)] for q in questions]

@@ -9,15 +9,13 @@ wrote stays current with no row showing it, so that the store lists it under a k
 only then: the writers of one key take turns, whichever process they run in, and the key ends
 with one item and one current fact. The lock is a row lock, held until the transaction ends,
 on a row of the writer's own scope. A put is one call of ``agent_memory.store_put_memory``
-(sql/0022_store_put.sql), which does all of it; a delete, the statements below.
+(sql/0030_store_put_cheaper.sql), which does all of it; a delete, the statements below.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Sequence
 from typing import Any
-
-from psycopg.types.json import Jsonb
 
 from agent_memory.db.dual import Run, Steps
 from agent_memory.db.fragments import SCOPE_KEY, SCOPE_MATCH
@@ -29,8 +27,8 @@ from agent_memory.models import SCOPE_FIELDS, Scope
 _PUT_ROW = f"""
 INSERT INTO agent_memory.store_items AS s
     (namespace, key, value, fact_id, user_id, agent_id, workflow_id, expires_at, ttl_minutes)
-VALUES (%(ns)s, %(key)s, %(value)s, %(fact_id)s, %(user_id)s, %(agent_id)s, %(workflow_id)s,
-        {EXPIRES}, %(ttl)s)
+VALUES (%(ns)s::text[], %(key)s, %(value)s::jsonb, %(fact_id)s, %(user_id)s, %(agent_id)s,
+        %(workflow_id)s, {EXPIRES}, %(ttl)s)
 ON CONFLICT (namespace, key) DO UPDATE SET
     value = EXCLUDED.value, fact_id = EXCLUDED.fact_id, user_id = EXCLUDED.user_id,
     agent_id = EXCLUDED.agent_id, workflow_id = EXCLUDED.workflow_id, visible = true,
@@ -65,11 +63,19 @@ SELECT agent_memory.store_retire(%(id)s::bigint, NULL, {SCOPE_KEY})
 
 _PUT_MEMORY = """
 SELECT agent_memory.store_put_memory(
-    %(ns)s::text[], %(key)s, %(value)s, %(ttl)s::float8, %(named)s::bigint,
+    %(ns)s::text[], %(key)s, %(value)s::jsonb, %(ttl)s::float8, %(named)s::bigint,
     %(user_id)s, %(agent_id)s, %(workflow_id)s, %(content)s, %(content_hash)s,
     %(importance)s::float8, %(at)s, %(kind)s, %(mentions)s::integer, %(boost)s::float8,
     %(growth)s::float8, %(max_half_life)s::float8, %(valid_from)s)
 """
+
+
+def text_array(labels: Sequence[str]) -> str:
+    """``labels`` as a PostgreSQL array literal, for a ``%(name)s::text[]`` placeholder: a
+    string is sent as it is, where psycopg's list adapter inspects every list it is given,
+    which is a share of a put's time on the client (docs/benchmarks.md, store)."""
+    quoted = (label.replace("\\", "\\\\").replace('"', '\\"') for label in labels)
+    return "{" + ",".join(f'"{label}"' for label in quoted) + "}"
 
 
 def _locked_shown_steps(
@@ -86,34 +92,34 @@ def _locked_shown_steps(
 def put_document_steps(
     ns: tuple[str, ...],
     key: str,
-    value: Mapping[str, Any],
+    value: str,
     owner: Scope | None,
     ttl: float | None = None,
 ) -> Steps[None]:
-    """Write a document (a scope's, when ``owner``; expiring ``ttl`` minutes from now, when
-    given): one statement, which locks its row."""
+    """Write a document of JSON text ``value`` (a scope's, when ``owner``; expiring ``ttl``
+    minutes from now, when given): one statement, which locks its row."""
     parts = owner.as_dict() if owner else dict.fromkeys(SCOPE_FIELDS)
-    value_params = {"value": Jsonb(dict(value)), "fact_id": None, "ttl": ttl}
-    yield Run(_PUT_ROW, {"ns": list(ns), "key": key, **value_params, **parts}, "none")
+    value_params = {"value": value, "fact_id": None, "ttl": ttl}
+    yield Run(_PUT_ROW, {"ns": text_array(ns), "key": key, **value_params, **parts}, "none")
 
 
 def put_memory_steps(
     ns: tuple[str, ...],
     key: str,
-    value: Mapping[str, Any],
+    value: str,
     scope: Scope,
     fact: dict[str, Any],
     ttl: float | None = None,
 ) -> Steps[int]:
-    """Write a memory item and its fact (``fact``: the parameters of the facts' upsert),
-    expiring ``ttl`` minutes from now when given; a new wording replaces the fact the item
-    showed, which is kept, superseded, unless another item still shows it: one statement
-    (sql/0022_store_put.sql). The fact's id."""
+    """Write a memory item of JSON text ``value`` and its fact (``fact``: the parameters of
+    the facts' upsert), expiring ``ttl`` minutes from now when given; a new wording replaces
+    the fact the item showed, which is kept, superseded, unless another item still shows it:
+    one statement (agent_memory.store_put_memory, sql/0030). The fact's id."""
     params = {
         **fact,
-        "ns": list(ns),
+        "ns": text_array(ns),
         "key": key,
-        "value": Jsonb(dict(value)),
+        "value": value,
         "ttl": ttl,
         "named": fact_of_key(key),
     }

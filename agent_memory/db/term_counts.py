@@ -1,7 +1,7 @@
 """The scopes' full-text statistics (sql/0017_term_counts.sql): folding the changes appended by
 each write into one row per word, so that a reader sums few rows: a whole scope's (the flows;
 the Store's puts fold the words they write, agent_memory.fold_fact_terms in
-sql/0022_store_put.sql)."""
+sql/0030_store_put_cheaper.sql)."""
 
 from __future__ import annotations
 

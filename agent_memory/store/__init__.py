@@ -62,6 +62,7 @@ from agent_memory.store.index import StoreIndex
 from agent_memory.store.limits import InvalidStoreNamespaceError, check_key
 from agent_memory.store.loop import StoreLoop
 from agent_memory.store.namespaces import DEFAULT_TEMPLATE, NamespaceTemplate, check_labels
+from agent_memory.store.plan import Plan, Write
 from agent_memory.store.ttl import TTLStore, check_ttl
 from agent_memory.store.values import check_chars
 
@@ -75,19 +76,6 @@ __all__ = [
     "NamespaceTemplate",
     "memory_text",
 ]
-
-
-class _Plan:
-    """A batch, checked whole before anything runs: its reads, its writes (the last of each
-    item's), and the question vectors of its searches."""
-
-    def __init__(self, count: int) -> None:
-        self.results: list[Result] = [None] * count
-        self.reads: list[tuple[int, GetOp | SearchOp | ListNamespacesOp]] = []
-        self.writes: dict[tuple[tuple[str, ...], str], tuple[PutOp, dict[str, Any] | None]] = {}
-        self.queries: dict[int, str] = {}  # search index -> its question's text
-        self.vectors: dict[int, list[float] | None] = {}
-        self.item_vectors: dict[tuple[tuple[str, ...], str], list[tuple[str, list[float]]]] = {}
 
 
 class AgentMemoryStore(TTLStore):
@@ -226,13 +214,13 @@ class AgentMemoryStore(TTLStore):
 
     # ---- checking a batch --------------------------------------------------------------
 
-    def _plan(self, ops: Iterable[Op]) -> _Plan:
+    def _plan(self, ops: Iterable[Op]) -> Plan:
         ops = list(ops)
-        plan = _Plan(len(ops))
+        plan = Plan(len(ops))
         for index, op in enumerate(ops):
             if isinstance(op, PutOp):
                 item = (self._namespace(op.namespace), check_key(op.key))
-                plan.writes[item] = (op, self._checked_put(op))
+                plan.writes[item] = Write(op, *self._checked_put(op))
             elif isinstance(op, GetOp):
                 self._namespace(op.namespace)
                 check_key(op.key)
@@ -257,12 +245,13 @@ class AgentMemoryStore(TTLStore):
             raise InvalidStoreNamespaceError("an item's namespace cannot be empty")
         return labels
 
-    def _checked_put(self, op: PutOp) -> dict[str, Any] | None:
-        """Refuse a put that cannot be kept (naming it); a memory item's fact parameters."""
+    def _checked_put(self, op: PutOp) -> tuple[str | None, dict[str, Any] | None]:
+        """Refuse a put that cannot be kept (naming it); its value as JSON text and a memory
+        item's fact parameters."""
         where = f"item {op.key!r:.80} of {tuple(op.namespace)!r:.200}"
         check_ttl(op.ttl, where)
         if op.value is None:
-            return None
+            return None, None
         if not isinstance(op.value, Mapping):
             raise InvalidStoreRequestError(
                 f"{where}: value {op.value!r:.80} is a {type(op.value).__name__}, not a mapping"
@@ -281,8 +270,9 @@ class AgentMemoryStore(TTLStore):
             )
         scope = self.template.memory_scope(tuple(op.namespace))
         if scope is None:
-            return None
-        return upsert_params(scope, self._fact(where, op.value), datetime.now(UTC), None)
+            return encoded, None
+        fact = upsert_params(scope, self._fact(where, op.value), datetime.now(UTC), None)
+        return encoded, fact
 
     def _fact(self, where: str, value: Mapping[str, Any]) -> Fact:
         importance = value.get("importance")
@@ -331,8 +321,8 @@ class AgentMemoryStore(TTLStore):
 
     # ---- running a batch ---------------------------------------------------------------
 
-    def _steps(self, plan: _Plan) -> Steps[list[Result]]:
-        writes = [op for op, _ in plan.writes.values()]
+    def _steps(self, plan: Plan) -> Steps[list[Result]]:
+        writes = [write.op for write in plan.writes.values()]
         if (
             self._index is None
             and not plan.reads
@@ -344,7 +334,7 @@ class AgentMemoryStore(TTLStore):
         result: list[Result] = yield Transaction(self._batch_steps(plan))
         return result
 
-    def _batch_steps(self, plan: _Plan) -> Steps[list[Result]]:
+    def _batch_steps(self, plan: Plan) -> Steps[list[Result]]:
         for index, read in plan.reads:
             if isinstance(read, GetOp):
                 plan.results[index] = yield from self._get_steps(read)
@@ -362,16 +352,16 @@ class AgentMemoryStore(TTLStore):
                     self.template.share != "exact",
                 )
         # in key order: two batches that write the same keys lock them in one order
-        for (ns, key), (op, fact) in sorted(plan.writes.items(), key=lambda w: w[0]):
+        for (ns, key), (op, value, fact) in sorted(plan.writes.items(), key=lambda w: w[0]):
             scope = self.template.memory_scope(ns)
-            if op.value is None:
+            if value is None:
                 yield from store_writes.delete_steps(ns, key, scope)
                 yield from self._forget_level_steps(ns, key)
             elif scope is not None and fact is not None:
-                yield from store_writes.put_memory_steps(ns, key, op.value, scope, fact, op.ttl)
+                yield from store_writes.put_memory_steps(ns, key, value, scope, fact, op.ttl)
             else:
                 owner = self.template.owner(ns)
-                yield from store_writes.put_document_steps(ns, key, op.value, owner, op.ttl)
+                yield from store_writes.put_document_steps(ns, key, value, owner, op.ttl)
             if self._index is not None and op.value is not None:
                 yield from self._index.write_steps(plan, ns, key)
         return plan.results

@@ -98,7 +98,7 @@ class StoreIndex:
         """The texts of a batch's puts (each item's last): ``fields``, or the put's own list;
         none for ``index=False`` or a delete."""
         found: Texts = []
-        for item, (op, _) in writes.items():
+        for item, (op, *_) in writes.items():
             if op.value is None or op.index is False:
                 continue
             paths: Sequence[tuple[str, Any]] = (
