@@ -23,9 +23,12 @@ def snippet_rows(tokens: int) -> int:
     return max(10, min(500, 2 * tokens * _CHARS_PER_TOKEN // _SNIPPET_LINE_CHARS))
 
 
+_LONG_WORD = re.compile(r"\w{4,}")
+
+
 def _words(text: str) -> set[str]:
     """The words that say what a text is about, roughly: those of four letters or more."""
-    return {w for w in re.findall(r"\w+", text.lower()) if len(w) > 3}
+    return set(_LONG_WORD.findall(text.lower()))
 
 
 def _cut(snippet: Snippet) -> Snippet:

@@ -5,6 +5,7 @@ as weighing every fact against every snippet."""
 from __future__ import annotations
 
 import random
+import re
 from datetime import UTC, datetime
 
 from agent_memory.models import Snippet
@@ -62,3 +63,12 @@ def test_a_snippet_a_fact_says_is_left_out_and_the_rest_keep_their_rank() -> Non
     assert [s.id for s in chosen_snippets(found, _ranked(), tokens=500)] == [1, 2, 3]
     # the budget: the first that does not fit ends the list
     assert [s.id for s in chosen_snippets(found, _ranked(), tokens=20)] == [1]
+
+
+def test_the_words_of_a_text_are_its_runs_of_four_word_characters_or_more() -> None:
+    rng = random.Random(42)
+    alphabet = "abcXYZ_é✓ß1 .,'-\u00a0\u0130"
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
+        runs = {w for w in re.findall(r"\w+", text.lower()) if len(w) > 3}
+        assert _words(text) == runs, text
