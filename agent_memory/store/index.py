@@ -23,13 +23,14 @@ import asyncio
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from langgraph.store.base import IndexConfig, PutOp, SearchItem, SearchOp
+from langgraph.store.base import IndexConfig, SearchItem, SearchOp
 from langgraph.store.base.embed import ensure_embeddings, get_text_at_path, tokenize_path
 
 from agent_memory.db import store as store_repo
 from agent_memory.db import store_vectors
 from agent_memory.db.dual import Steps, Transaction, run_async, run_sync
 from agent_memory.errors import ConfigurationError
+from agent_memory.store.plan import Write
 from agent_memory.store.ttl import refresh_steps
 
 if TYPE_CHECKING:
@@ -94,11 +95,12 @@ class StoreIndex:
 
     # ---- what a put embeds ----------------------------------------------------------------
 
-    def texts(self, writes: dict[Item, tuple[PutOp, Any]]) -> Texts:
+    def texts(self, writes: dict[Item, Write]) -> Texts:
         """The texts of a batch's puts (each item's last): ``fields``, or the put's own list;
         none for ``index=False`` or a delete."""
         found: Texts = []
-        for item, (op, *_) in writes.items():
+        for item, write in writes.items():
+            op = write.op
             if op.value is None or op.index is False:
                 continue
             paths: Sequence[tuple[str, Any]] = (
