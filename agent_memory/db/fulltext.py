@@ -26,6 +26,13 @@ any word that was gathered. A scope of ``_SAMPLE`` rows or fewer, or a question 
 hold ``GATHER`` rows or fewer in all, is ranked exactly. The gathered words are read as a
 value rather than joined, so that with none gathered the scope is not scanned whatever join
 order a generic plan took (one made before the table had statistics scanned it all).
+
+The sample is read only where it can add a row: when a word is too common to be gathered, or
+when the scope is small enough to fit in it (``_SAMPLE`` rows by its statistics; reading it is
+then cheaper than the words' index). A question whose words are all gathered reads a large
+scope's rows holding them and nothing else, and one whose words the scope does not hold reads
+no row at all. The words matched are the words weighed (the first 32), so a row holding only
+a word past them is not a match.
 """
 
 from __future__ import annotations
@@ -83,7 +90,7 @@ def text_hits(
 
     def latest(match: str) -> str:
         return f"""SELECT m.id, m.{tie}, m.search FROM {table} m
-    WHERE %(text)s::text IS NOT NULL AND {match}
+    WHERE (SELECT sample FROM plan) AND {match}
     ORDER BY m.{tie} DESC LIMIT {_SAMPLE}"""
 
     sample = latest(where)
@@ -95,10 +102,9 @@ def text_hits(
         corpus_cte = _with_pending(counts, pending)
         also = f"""
     UNION
-    SELECT x.id, x.{tie}, x.search FROM {pending} x, query
-    WHERE x.searched AND x.search @@ query.q"""
-    return f"""query AS MATERIALIZED {QUERY},
-terms AS (
+    SELECT x.id, x.{tie}, x.search FROM {pending} x
+    WHERE x.searched AND x.search @@ (SELECT q FROM asked)"""
+    return f"""terms AS (
     SELECT lexeme, quote_literal(lexeme)::tsquery AS q
     FROM unnest(tsvector_to_array(to_tsvector('english', %(text)s))) AS lexeme
     LIMIT 32
@@ -108,6 +114,7 @@ weights AS MATERIALIZED (
     SELECT t.q, df.n AS df, ln(1 + (c.n - df.n + 0.5) / (df.n + 0.5)) AS idf, c.avg_len
     FROM terms t CROSS JOIN corpus c CROSS JOIN LATERAL ({held}) AS df
 ),
+{_reading()},
 sample AS MATERIALIZED (
     {sample}
 ),
@@ -120,6 +127,19 @@ gathered AS MATERIALIZED (
 {_scored(where, tie, _holding(table, scoped), also)}"""
 
 
+def _reading() -> str:
+    """The CTEs saying what is read: ``asked``, the weighed words a row may hold to match, and
+    ``plan``, whether the scope's latest rows are read as a sample (see the module)."""
+    return f"""asked AS MATERIALIZED (
+    SELECT string_agg(q::text, ' | ')::tsquery AS q FROM weights WHERE df > 0
+),
+plan AS MATERIALIZED (
+    SELECT coalesce(sum(df) > {GATHER} OR (sum(df) > 0 AND (SELECT n FROM corpus) <= {_SAMPLE}),
+                    false) AS sample
+    FROM weights WHERE df > 0
+)"""
+
+
 def _scored(where: str, tie: str, holding: tuple[str, str], also: str) -> str:
     """The CTEs that score rows: ``matched``, the rows holding the gathered words (read from
     ``holding``: where, and the condition left) and the sample's rows holding any word
@@ -127,10 +147,10 @@ def _scored(where: str, tie: str, holding: tuple[str, str], also: str) -> str:
     rows, condition = holding
     return f"""matched AS MATERIALIZED (
     SELECT m.id, m.{tie}, m.search FROM {rows}
-    WHERE (SELECT count(*) FROM sample) >= {_SAMPLE} AND (SELECT q FROM gathered) IS NOT NULL
-      AND {where} {condition}
+    WHERE (NOT (SELECT sample FROM plan) OR (SELECT count(*) FROM sample) >= {_SAMPLE})
+      AND (SELECT q FROM gathered) IS NOT NULL AND {where} {condition}
     UNION
-    SELECT s.id, s.{tie}, s.search FROM sample s, query WHERE s.search @@ query.q{also}
+    SELECT s.id, s.{tie}, s.search FROM sample s WHERE s.search @@ (SELECT q FROM asked){also}
 ),
 text_hits AS (
     SELECT id, row_number() OVER (ORDER BY rank DESC, {tie} DESC, id) AS r,

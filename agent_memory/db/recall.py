@@ -36,7 +36,7 @@ priors only order comparable matches:
   matches whose relevance lies within that factor of each other, and never lifts a fact that
   does not match above one that does;
 * the rest: when fewer than ``limit`` facts match, the scope's most important facts follow
-  every match, ordered by the prior alone, with score 0;
+  every match, ordered by the prior alone, with score 0 (they are read only then);
 * no question (a proactive agent, the first turn): the prior alone, over the scope's
   ``candidates`` most important facts.
 
@@ -194,7 +194,9 @@ top AS (
 candidates AS (
     SELECT id, relevance FROM fused WHERE relevance > 0
     UNION ALL
-    SELECT id, 0 FROM top WHERE id NOT IN (SELECT id FROM fused WHERE relevance > 0)
+    SELECT id, 0 FROM top
+    WHERE (SELECT count(*) FROM fused WHERE relevance > 0) < %(limit)s
+      AND id NOT IN (SELECT id FROM fused WHERE relevance > 0)
 ),
 scored AS (
     SELECT m.id, m.content, m.expires_day, c.relevance{origin.replace(", ", ", m.")},
