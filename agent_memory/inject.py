@@ -164,6 +164,10 @@ class Injector:
             candidates=m.inject_candidates,
             fusion=fusion.Fusion.of(m),
             replies=m.inject_snippet_replies,
+            # on the hot path the index is read for the candidates alone, with no margin for
+            # sentences the range drops (it ends now, or on the day given): what is found is
+            # the same on both recall sets at HNSW scale (docs/benchmarks.md, load)
+            queue=m.inject_candidates,
         )
         params["model"] = plan.params.get("model")
         # read now: the fact ranking, running beside the search, may fall back to full text

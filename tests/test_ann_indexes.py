@@ -16,6 +16,7 @@ from agent_memory import MemoryManager
 from agent_memory.db import ann_indexes, fusion
 from agent_memory.db import embeddings as embedding_repo
 from agent_memory.db import recall as recall_repo
+from agent_memory.db import snippets as snippet_repo
 from agent_memory.decay import today
 from agent_memory.embedding import make_embedder
 from agent_memory.models import Scope
@@ -132,6 +133,51 @@ async def test_a_large_scope_gets_its_own_index_and_inject_reads_it(
         assert frame.snippets and "violin" in frame.snippets[0].content
         assert manager.backend.ann.known[("facts", BIG, embedder.model)][0] == ann
         assert manager.inject_sync(BIG, query="Which instrument do I play?") == frame
+    finally:
+        await manager.close()
+
+
+async def test_the_hot_path_reads_the_snippets_index_for_its_candidates_alone(
+    settings: Settings, db: psycopg.Connection[Any]
+) -> None:
+    tuned = settings.model_copy(update={"embedding": EmbeddingSettings(ann_min_rows=50)})
+    manager = await MemoryManager.create(settings=tuned, migrate=False)
+    try:
+        for n in range(8):  # 64 messages: the index's scope
+            await manager.record(BIG, [HumanMessage(f"We talked about {t} {n}.") for t in TOPICS])
+        embedder = make_embedder(tuned.embedding)
+        assert embedder is not None
+        from agent_memory.stored_embeddings import embed_snippets
+
+        pool = await manager.backend.apool()
+        await embed_snippets(pool, embedder)
+        assert await ensure_ann_indexes(pool, embedder, BIG)
+        ann = ann_indexes.ann_index_sync(db, "snippets", BIG, embedder.model)
+        assert ann is not None
+        question = "Which instrument do I play?"  # no word of it was said: meaning alone
+        vector = embedder.embed_sync([question])[0]
+
+        def found(queue: int | None) -> int:
+            params = snippet_repo.search_params(
+                BIG, question, on=today(), limit=50, candidates=20, queue=queue
+            )
+            params["model"] = embedder.model
+            return len(snippet_repo.search_sync(db, params, vector, ann))
+
+        # the scan keeps what the statement asks for, 5 here (each a match: fewer than the
+        # candidates, so no floor), against 2 x 20 by default (the 20 nearest kept, those as
+        # far as the last of them not a match)
+        assert found(5) == 5
+        # the statement's queue was its own: the session keeps 2 x 20 (see the test above)
+        assert db.execute("SHOW hnsw.ef_search").fetchone() == ("40",)
+        assert found(None) > 10
+        # an inject's search asks for its candidates alone
+        injector = manager._injector
+        plan = injector._plan(BIG, question, None)
+        injector._by_meaning(plan, vector)
+        query = injector._snippet_query(BIG, plan)
+        assert query is not None
+        assert query.params["queue"] == tuned.memory.inject_candidates
     finally:
         await manager.close()
 

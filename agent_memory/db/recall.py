@@ -80,6 +80,7 @@ def vector_hits(
     where: str,
     ann: AnnIndex | None = None,
     levels: tuple[AnnIndex | None, ...] | None = None,
+    queue: str | None = None,
 ) -> str:
     """The CTE ``vector_hits(id, r, n)``: the rows of ``table`` (alias ``m``) that ``where``
     admits, nearest to the question's vector first, ``n`` their cosine similarity to it,
@@ -103,9 +104,12 @@ def vector_hits(
     scan costs about in proportion to the queue it keeps, ``hnsw.ef_search``, whatever its
     limit), so three large levels cost about what one does. A level with no index is small and
     read in full; with one large level, it reads all ``2 * candidates`` as if it were alone.
+
+    ``queue``: one scope's index is read for this many nearest (an expression of the
+    statement's parameters) instead of ``2 * candidates``, the scan's queue sized to match.
     """
     if levels is None:
-        nearest = _nearest(embeddings, key, f"e.{SCOPE_MATCH}", ann)
+        nearest = _nearest(embeddings, key, f"e.{SCOPE_MATCH}", ann, queue=queue)
     else:
         share = sum(level is not None for level in levels)
         each = "\n                      UNION ALL ".join(
@@ -128,9 +132,16 @@ def vector_hits(
 )"""
 
 
-def _nearest(embeddings: str, key: str, scope: str, ann: AnnIndex | None, share: int = 1) -> str:
+def _nearest(
+    embeddings: str,
+    key: str,
+    scope: str,
+    ann: AnnIndex | None,
+    share: int = 1,
+    queue: str | None = None,
+) -> str:
     """One scope's ``2 * candidates`` nearest vectors (``scope``: the condition on ``e``);
-    through its index ``ann``, ``1 / share`` of them (see :func:`vector_hits`)."""
+    through its index ``ann``, ``1 / share`` of them, or ``queue`` (see :func:`vector_hits`)."""
     limit = "2 * %(candidates)s"
     if ann is None:
         distance = "e.embedding <=> %(vector)s::vector"
@@ -144,11 +155,13 @@ def _nearest(embeddings: str, key: str, scope: str, ann: AnnIndex | None, share:
         model = sql.Literal(ann.model).as_string().replace("%", "%%")
         match = f"e.scope_tag = {scope_tag} AND e.model = {model}"
         dims = f"vector_dims(e.embedding) = {d} AND e.embedding IS NOT NULL"
-        if share > 1:
-            # The scan's queue is sized for its share alone: ef_search is read when the scan
-            # starts, which is after the one-time filter (an init plan) above it has run; set
-            # for the statement's transaction only, so the session keeps its own (ANN_EF_SEARCH)
-            limit = f"(2 * %(candidates)s + {share - 1}) / {share}"
+        sized = queue if share == 1 else f"(2 * %(candidates)s + {share - 1}) / {share}"
+        if sized is not None:
+            # The scan's queue is sized for what it reads alone: ef_search is read when the
+            # scan starts, which is after the one-time filter (an init plan) above it has run;
+            # set for the statement's transaction only, so the session keeps its own
+            # (ANN_EF_SEARCH)
+            limit = sized
             match += f""" AND (SELECT set_config('hnsw.ef_search',
                                  least(1000, {limit})::text, true)) IS NOT NULL"""
     return f"""SELECT e.{key} AS id, {distance} AS distance

@@ -119,6 +119,7 @@ def search_hybrid_ann(ann: AnnIndex) -> str:
             "snippet_id",
             _IN_RANGE,
             ann,
+            queue="%(queue)s",
         )
     )
 
@@ -134,8 +135,11 @@ def search_params(
     candidates: int = 50,
     fusion: Fusion = DEFAULT_FUSION,
     replies: bool = True,
+    queue: int | None = None,
 ) -> dict[str, Any]:
-    """The parameters of a search; ``replies``: a question is shown with the reply after it."""
+    """The parameters of a search; ``replies``: a question is shown with the reply after it;
+    ``queue``: how many nearest a scope's HNSW index is read for (default ``2 * candidates``,
+    a margin for the rows the date range drops)."""
     return {
         **scope.as_dict(),
         "text": text,
@@ -147,6 +151,7 @@ def search_params(
         "limit": limit,
         "candidates": candidates,
         "replies": replies,
+        "queue": queue or 2 * candidates,
         **fusion.params(),
     }
 
