@@ -56,7 +56,7 @@ SCHEMA = "ranking_bench"
 TYPES = {
     **dict.fromkeys(["text", "user_id", "agent_id", "workflow_id", "model", "fusion"], "text"),
     **dict.fromkeys(["level_user_ids", "level_agent_ids", "level_workflow_ids"], "text[]"),
-    **dict.fromkeys(["day", "candidates", "limit"], "int"),
+    **dict.fromkeys(["day", "candidates", "limit", "queue"], "int"),
     **dict.fromkeys(["vector_floor", "text_gate", "replies"], "bool"),
     **dict.fromkeys(["since", "until"], "timestamptz"),
     **dict.fromkeys(
