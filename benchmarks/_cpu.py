@@ -25,6 +25,7 @@ import psycopg
 from psycopg.raw_cursor import RawCursorMixin
 
 from agent_memory.db import dual, native
+from agent_memory.db.query_vector import sendable
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -235,6 +236,7 @@ def tables(text: str) -> list[str]:
 
 async def run_one(conn: psycopg.AsyncConnection[Any], s: Sent) -> None:
     """Run ``s`` as it was run, and fetch what it returns."""
+    sendable(conn)  # a ranking's vector (agent_memory.db.query_vector)
     if s.raw:
         cur: Any = await psycopg.AsyncRawCursor(conn).execute(s.query, s.params)
     else:

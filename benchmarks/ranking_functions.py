@@ -40,6 +40,8 @@ import psycopg
 from agent_memory import MemoryManager
 from agent_memory.db import ann_indexes, native, recall
 from agent_memory.db.connection import GENERIC_PLANS
+from agent_memory.db.embeddings import vector_text
+from agent_memory.db.query_vector import QueryVector
 from agent_memory.settings import LOCAL_MODEL
 from benchmarks import _cpu
 from benchmarks._common import bench_database, emit, machine_busy, machine_cpu, parser
@@ -246,7 +248,12 @@ async def captured(dsn: str) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = {}
     for s in sent:
         if s.source is not None:
-            out.setdefault(s.source[0], []).append(dict(s.source[1]))
+            # the question's vector as text: the plans are read through a client-side cursor
+            values = {
+                k: vector_text(v.values) if isinstance(v, QueryVector) else v
+                for k, v in s.source[1].items()
+            }
+            out.setdefault(s.source[0], []).append(values)
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
         ann = await ann_indexes.ann_index(conn, "facts", SCOPE, LOCAL_MODEL)
     assert ann is not None

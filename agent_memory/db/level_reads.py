@@ -13,11 +13,11 @@ from typing import Any
 
 from agent_memory.db.ann_indexes import AnnIndex
 from agent_memory.db.dual import Run, Steps, dual
-from agent_memory.db.embeddings import vector_text
 from agent_memory.db.facts import top_params
 from agent_memory.db.fragments import importance_on
 from agent_memory.db.fulltext import text_hits
 from agent_memory.db.levels import LEVELS_MATCH, level_key, levels_params, merged
+from agent_memory.db.query_vector import QueryVector
 from agent_memory.db.recall import (
     EMBEDDINGS,
     FACTS,
@@ -128,7 +128,7 @@ def ranked_levels_steps(
     if len(indexes) != len(levels):
         raise ValueError(f"{len(indexes)} indexes for {len(levels)} levels")
     query = ranked_levels_hybrid(indexes)
-    values["vector"] = vector_text(vector)
+    values["vector"] = QueryVector(vector)
     rows = yield from fetch_ranking_steps(query, values, any(a is not None for a in indexes))
     return _split(rows, True, levels)
 

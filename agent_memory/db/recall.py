@@ -55,11 +55,11 @@ from psycopg import sql
 
 from agent_memory.db.ann_indexes import AnnIndex
 from agent_memory.db.dual import Connection, Run, Steps, Transaction, dual
-from agent_memory.db.embeddings import vector_text
 from agent_memory.db.fragments import SCOPE_MATCH, importance_on
 from agent_memory.db.fulltext import text_hits
 from agent_memory.db.fusion import FUSED
 from agent_memory.db.levels import level_key
+from agent_memory.db.query_vector import QueryVector, sendable
 from agent_memory.models import Scope
 from agent_memory.settings import MAX_HALF_LIFE
 
@@ -258,7 +258,7 @@ def _statement(
     if vector is None:
         return RANKED_TEXT, params
     query = RANKED_HYBRID if ann is None else ranked_hybrid_ann(ann)
-    return query, {**params, "vector": vector_text(vector)}
+    return query, {**params, "vector": QueryVector(vector)}
 
 
 # Ranking statements run as psycopg runs any statement, prepared once they recur, and are
@@ -289,10 +289,12 @@ def _session_ef(conn: Any, values: dict[str, Any]) -> bool | None:
 
 def fetch_ranking_steps(query: str, values: dict[str, Any], ann: bool) -> Steps[list[Any]]:
     """Run a ranking statement (see above); ``ann``: it reads a scope's HNSW index."""
+    conn = yield Connection()
+    if isinstance(values.get("vector"), QueryVector):
+        sendable(conn)
     if not ann:
         rows: list[Any] = yield Run(query, values)
         return rows
-    conn = yield Connection()
     session = _session_ef(conn, values)
     if session is None:  # the caller's transaction: size the queue for it alone
         sized: list[Any] = yield Transaction(_sized(query, values))

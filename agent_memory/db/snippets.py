@@ -21,10 +21,10 @@ from typing import Any
 
 from agent_memory.db.ann_indexes import AnnIndex
 from agent_memory.db.dual import Steps, dual
-from agent_memory.db.embeddings import vector_text
 from agent_memory.db.fragments import SCOPE_MATCH
 from agent_memory.db.fulltext import text_hits
 from agent_memory.db.fusion import DEFAULT_FUSION, FUSED, Fusion
+from agent_memory.db.query_vector import QueryVector
 from agent_memory.db.recall import (
     NO_VECTOR_HITS,
     by_id,
@@ -162,7 +162,7 @@ def _statement(
     if vector is None or not params.get("model"):
         return SEARCH_TEXT, params
     query = SEARCH_HYBRID if ann is None else search_hybrid_ann(ann)
-    return query, {**params, "vector": vector_text(vector)}
+    return query, {**params, "vector": QueryVector(vector)}
 
 
 def _snippets(rows: list[Any]) -> list[Snippet]:
