@@ -21,7 +21,7 @@ from agent_memory.decay import today
 from agent_memory.embedding import make_embedder
 from agent_memory.models import Scope
 from agent_memory.settings import EmbeddingSettings, Settings
-from agent_memory.stored_embeddings import ensure_ann_indexes
+from agent_memory.stored_embeddings import embed_snippets, ensure_ann_indexes
 from benchmarks.retrieval import load_facts
 from tests.vectors import embed_all
 
@@ -49,8 +49,6 @@ async def test_a_large_scope_gets_its_own_index_and_inject_reads_it(
         assert await embed_all(manager) == 74
         embedder = make_embedder(tuned.embedding)
         assert embedder is not None
-        from agent_memory.stored_embeddings import embed_snippets
-
         await embed_snippets(await manager.backend.apool(), embedder)
         pool = await manager.backend.apool()
         built = await ensure_ann_indexes(pool, embedder, BIG)
@@ -147,8 +145,6 @@ async def test_the_hot_path_reads_the_snippets_index_for_its_candidates_alone(
             await manager.record(BIG, [HumanMessage(f"We talked about {t} {n}.") for t in TOPICS])
         embedder = make_embedder(tuned.embedding)
         assert embedder is not None
-        from agent_memory.stored_embeddings import embed_snippets
-
         pool = await manager.backend.apool()
         await embed_snippets(pool, embedder)
         assert await ensure_ann_indexes(pool, embedder, BIG)

@@ -15,7 +15,6 @@ change of model tries it again, and so does ``agent-memory embed --retry-rejecte
 
 from __future__ import annotations
 
-import functools
 import itertools
 import logging
 import struct
@@ -182,14 +181,8 @@ def ensure(conn: psycopg.Connection[Any]) -> str | None:
 
 
 def vector_text(vector: Sequence[float]) -> str:
-    """pgvector's text form, so no adapter has to be registered on pooled connections."""
-    # an inject sends its question's vector twice (the fact ranking and the snippet search),
-    # and formatting costs far more than a look-up
-    return _vector_text(tuple(vector))
-
-
-@functools.lru_cache(maxsize=16)
-def _vector_text(vector: tuple[float, ...]) -> str:
+    """pgvector's text form (a ranking sends its question's vector in binary instead:
+    :mod:`agent_memory.db.query_vector`)."""
     # nine significant digits give back every float4 (what pgvector stores) exactly
     return "[" + ",".join(map("{:.9g}".format, vector)) + "]"
 
