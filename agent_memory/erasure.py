@@ -13,8 +13,10 @@ A thread carrying none belongs to the scope its id maps to, as ``agent-memory ba
 checkpoints`` maps ids (a thread id is a ``user_id``, or ``thread_pattern``).
 
 `erase` removes every selected scope's rows and threads in one transaction (a record per
-scope in ``agent_memory.erasures``, without content), then vacuums the tables it touched
-(`agent_memory.db.vacuum`) and returns an `ErasureSummary` listing each scope.
+scope in ``agent_memory.erasures``, without content), with every fact of another level that
+those scopes' conversations alone support (`agent_memory.db.derived`), then vacuums the
+database's tables and releases the WAL (`agent_memory.db.vacuum`) and returns an
+`ErasureSummary` listing each scope and level. ``dry_run`` says the same without writing.
 """
 
 from __future__ import annotations
@@ -29,7 +31,10 @@ from psycopg_pool import AsyncConnectionPool
 from agent_memory.backfill import scope_of_thread
 from agent_memory.backfill import thread_pattern as compile_pattern
 from agent_memory.checkpoints import CHECKPOINT_SCHEMA
+from agent_memory.db import derived as derived_repo
 from agent_memory.db import erasure as erasure_repo
+from agent_memory.db import vacuum as vacuum_repo
+from agent_memory.db.derived import Derived
 from agent_memory.db.vacuum import DEFAULT_REWRITE_MAX_BYTES, Vacuumed, vacuum
 from agent_memory.errors import InvalidScopeError, UnknownScopeError
 from agent_memory.models import SCOPE_FIELDS, Scope
@@ -81,15 +86,18 @@ class ErasedScope:
 
 @dataclass(frozen=True)
 class ErasureSummary:
-    """What an erasure did: each scope erased (in order: the person's own scope first) and what
-    became of the touched tables' files (``files``: rewritten, vacuumed or skipped), and what
-    went from the orchestrator's database (``orchestrator``: rows of each kind, when one is in
-    use)."""
+    """What an erasure did (or, with ``dry_run``, would do): each scope erased (in order: the
+    person's own scope first), the facts of other levels learned from its conversations
+    (``derived``: gone, kept, revived), what became of the tables' files (``files``:
+    rewritten, vacuumed or skipped, and the WAL), and what went from the orchestrator's
+    database (``orchestrator``: rows of each kind, when one is in use)."""
 
     selection: Selection
     scopes: tuple[ErasedScope, ...]
     files: Vacuumed = field(default_factory=Vacuumed)
     orchestrator: dict[str, int] = field(default_factory=dict)
+    derived: Derived = field(default_factory=Derived)
+    dry_run: bool = False
 
     @property
     def removed(self) -> dict[str, int]:
@@ -170,19 +178,6 @@ async def scopes_of(
 STATISTICS = ("pg_catalog", "pg_statistic")
 
 
-def touched(scopes: Iterable[ErasedScope], checkpoint_schema: str) -> list[tuple[str, str]]:
-    """The (schema, table) pairs an erasure deleted rows from, to vacuum: with the full-text
-    counts, which the deletions of facts and messages change through triggers, and the
-    planner's statistics (`STATISTICS`)."""
-    tables = {"term_counts"}
-    for erased in scopes:
-        tables.update(table for table, count in erased.removed.items() if count)
-    return [
-        (checkpoint_schema if table in erasure_repo.CHECKPOINT_TABLES else "agent_memory", table)
-        for table in sorted(tables)
-    ] + [STATISTICS]
-
-
 async def erase(
     pool: AsyncConnectionPool,
     selection: Selection,
@@ -190,11 +185,19 @@ async def erase(
     thread_pattern: str | None = None,
     checkpoint_schema: str = CHECKPOINT_SCHEMA,
     rewrite_max_bytes: int = DEFAULT_REWRITE_MAX_BYTES,
+    dry_run: bool = False,
 ) -> ErasureSummary:
     """Erase every scope of ``selection`` and its checkpoint threads in one transaction (a
-    record per scope in ``agent_memory.erasures``), then vacuum the tables it touched (those up
-    to ``rewrite_max_bytes`` rewritten: see `agent_memory.db.vacuum`). A selection memory
-    holds nothing about raises `UnknownScopeError`, naming it, and writes nothing.
+    record per scope in ``agent_memory.erasures``), with the facts of other levels learned
+    from its conversations alone (`agent_memory.db.derived`); then vacuum the database's tables
+    (those up to ``rewrite_max_bytes`` rewritten: see `agent_memory.db.vacuum`) and, where the
+    role may, close the WAL segment and checkpoint, so that old segments holding the text are
+    released. A selection memory holds nothing about raises `UnknownScopeError`, naming it,
+    and writes nothing.
+
+    ``dry_run``: the same transaction, rolled back (no index dropped, no tenant session ended,
+    nothing vacuumed): the summary says what an erasure would remove now and what it would
+    keep, with ``dry_run`` set.
 
     Example::
 
@@ -203,18 +206,41 @@ async def erase(
     """
     if rewrite_max_bytes < 0:
         raise ValueError(f"rewrite_max_bytes {rewrite_max_bytes} is below 0")
-    async with pool.connection() as conn, conn.transaction():
-        threads = await threads_of(conn, selection, checkpoint_schema, thread_pattern)
-        erased = []
-        for scope in await scopes_of(conn, selection, threads.values()):
-            own = sorted(t for t, s in threads.items() if s == scope)
-            removed = await erasure_repo.erase(conn, scope, checkpoint_schema, own)
-            if any(removed.values()):
-                erased.append(ErasedScope(scope, removed, tuple(own)))
-        if not erased:
-            # the transaction rolls back: not even a record of the attempt is written
-            raise UnknownScopeError(f"memory holds nothing about {selection.label}: not erased")
-    # after the commit: the erased rows leave the tables' files
     async with pool.connection() as conn:
-        files = await vacuum(conn, touched(erased, checkpoint_schema), rewrite_max_bytes)
-    return ErasureSummary(selection, tuple(erased), files)
+        try:
+            async with conn.transaction():
+                threads = await threads_of(conn, selection, checkpoint_schema, thread_pattern)
+                scopes = await scopes_of(conn, selection, threads.values())
+                # a consolidation writing facts from these conversations commits first
+                await derived_repo.lock_episodes(conn, scopes)
+                erased, rows = [], derived_repo.Erased()
+                for scope in scopes:
+                    own = sorted(t for t, s in threads.items() if s == scope)
+                    done = await erasure_repo.erase(
+                        conn, scope, checkpoint_schema, own, dry_run=dry_run
+                    )
+                    rows.facts.update(done.facts)
+                    rows.jobs.update(done.jobs)
+                    rows.sourced.update(done.sourced)
+                    if any(done.removed.values()):
+                        erased.append(ErasedScope(scope, done.removed, tuple(own)))
+                if not erased:
+                    # the transaction rolls back: not even a record of the attempt is written
+                    raise UnknownScopeError(
+                        f"memory holds nothing about {selection.label}: not erased"
+                    )
+                derived = await derived_repo.settle(conn, rows)
+                if dry_run:
+                    raise _DryRun()
+        except _DryRun:
+            return ErasureSummary(selection, tuple(erased), derived=derived, dry_run=True)
+    # after the commit: the erased rows leave the tables' files, then the WAL's segments
+    async with pool.connection() as conn:
+        tables = await vacuum_repo.tables(conn, ("agent_memory", checkpoint_schema))
+        files = await vacuum(conn, [*tables, STATISTICS], rewrite_max_bytes)
+        files.wal = await vacuum_repo.release_wal(conn)
+    return ErasureSummary(selection, tuple(erased), files, derived=derived)
+
+
+class _DryRun(Exception):
+    """Rolls a dry run's transaction back."""

@@ -3,12 +3,14 @@
 A person's export covers the scopes their erasure takes (:mod:`agent_memory.erasure`: every
 scope whose user is theirs, narrowed by an agent or workflow where given) and their checkpoint
 threads, each with the values of its latest checkpoint (its messages, the working memory
-injected into it) as LangGraph's own saver reads them.
+injected into it) as LangGraph's own saver reads them, and the facts filed at other levels
+that those scopes' conversations taught (``derived_facts``), each saying whether the erasure
+removes it: so the export shows what the erasure would take.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,6 +18,7 @@ import psycopg
 from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from agent_memory.db import derived as derived_repo
 from agent_memory.db import episodes as episode_repo
 from agent_memory.db import facts as fact_repo
 from agent_memory.db import store as store_repo
@@ -48,6 +51,33 @@ async def scope_document(conn: psycopg.AsyncConnection[Any], scope: Scope) -> di
         "episodes": [e.model_dump(mode="json") for e in episodes],
         "store_items": stored,
     }
+
+
+async def derived_documents(
+    conn: psycopg.AsyncConnection[Any], scopes: Iterable[Scope]
+) -> list[dict[str, Any]]:
+    """The facts filed at other levels (the person's, an agent's own) that ``scopes``'
+    conversations are sources of, each with where it is filed, its sources, and what erasing
+    ``scopes`` does to it: ``"erasure": "removes"`` (those conversations alone support it) or
+    ``"keeps"`` (another conversation does, or it was written by hand)."""
+    found = await derived_repo.learned(conn, scopes)
+    sources = await fact_repo.source_ids(conn, [fact_id for fact_id, _ in found])
+    documents = []
+    for fact_id, removed in found:
+        fact = await fact_repo.get(conn, fact_id, today())
+        if fact is None:  # gone since (a concurrent decay purge)
+            continue
+        filed = Scope(fact.user_id, fact.agent_id, fact.workflow_id)
+        documents.append(
+            {
+                **fact.model_dump(mode="json"),
+                "scope": filed.as_dict(),
+                "level": filed.level,
+                "source_episodes": sources.get(fact_id, []),
+                "erasure": "removes" if removed else "keeps",
+            }
+        )
+    return documents
 
 
 def _json(value: Any) -> Any:

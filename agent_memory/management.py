@@ -62,22 +62,39 @@ class Management:
         nearest-neighbour indexes, and its checkpoint threads (those whose state or
         configuration names the scope, and those whose id maps to it as ``agent-memory
         backfill checkpoints`` maps them: ``thread_pattern``, or a thread id as the
-        ``user_id``). One transaction, then the touched tables are vacuumed (see
-        `agent_memory.erasure.erase`); what stays is a record in
+        ``user_id``); and the facts of other levels that its conversations alone support
+        (``derived_facts``; see `erase_scope`). One transaction, then the tables are vacuumed
+        (see `agent_memory.erasure.erase`); what stays is a record in
         ``agent_memory.erasures``: when, the SHA-256 of the scope's label, and how many rows of
         each kind went (the counts returned, with ``prefect_*``: what went from Prefect's
         database, when one is in use). A scope memory holds nothing about raises
         `UnknownScopeError`, naming it, and writes nothing."""
-        summary = await erasing.erase(
-            await self._apool(),
-            Selection.of(scope),
+        summary = await self.erase_scope(
+            scope,
             thread_pattern=thread_pattern,
             checkpoint_schema=checkpoint_schema,
             rewrite_max_bytes=rewrite_max_bytes,
         )
         removed = dict(summary.scopes[0].removed)
-        removed.update(await self._forget_in_orchestrator([scope]))  # Prefect's database too
+        removed.update(summary.derived.counts())
+        removed.update(summary.orchestrator)
         return removed
+
+    async def erase_scope(
+        self,
+        scope: Scope,
+        *,
+        thread_pattern: str | None = None,
+        checkpoint_schema: str = CHECKPOINT_SCHEMA,
+        rewrite_max_bytes: int = DEFAULT_REWRITE_MAX_BYTES,
+        dry_run: bool = False,
+    ) -> ErasureSummary:
+        """`erase`, returning the whole `ErasureSummary`: with each level's facts learned from
+        the scope's conversations (``summary.derived``: gone, kept because other conversations
+        or a hand support them, revived). ``dry_run``: what it would do, writing nothing."""
+        return await self._erase(
+            Selection.of(scope), thread_pattern, checkpoint_schema, rewrite_max_bytes, dry_run
+        )
 
     async def erase_user(
         self,
@@ -88,26 +105,49 @@ class Management:
         thread_pattern: str | None = None,
         checkpoint_schema: str = CHECKPOINT_SCHEMA,
         rewrite_max_bytes: int = DEFAULT_REWRITE_MAX_BYTES,
+        dry_run: bool = False,
     ) -> ErasureSummary:
         """Erase a person: `erase` for every scope whose user is ``user_id`` (whatever
         its agent or workflow; only ``agent_id`` / ``workflow_id``'s where given), with every
         checkpoint thread whose state or configuration names one of them (or whose id maps to
-        one), in one transaction. The summary lists each scope erased with its counts and
-        threads, and what became of the touched tables' files. A person memory holds nothing
-        about raises `UnknownScopeError`, naming them, and writes nothing.
+        one), and every fact of any other level that their conversations alone support, in
+        one transaction. The summary lists each scope erased with its counts and threads, each
+        level's facts learned from those conversations (``derived``: gone, kept, revived) and
+        what became of the tables' files. ``dry_run``: the same summary of what it would do,
+        writing nothing. A person memory holds nothing about raises `UnknownScopeError`,
+        naming them, and writes nothing.
 
         Example::
 
             summary = await manager.erase_user("alex")
             [s.scope.label for s in summary.scopes]   # ['user=alex', 'user=alex agent=support']
         """
+        return await self._erase(
+            Selection.person(user_id, agent_id, workflow_id),
+            thread_pattern,
+            checkpoint_schema,
+            rewrite_max_bytes,
+            dry_run,
+        )
+
+    async def _erase(
+        self,
+        selection: Selection,
+        thread_pattern: str | None,
+        checkpoint_schema: str,
+        rewrite_max_bytes: int,
+        dry_run: bool,
+    ) -> ErasureSummary:
         summary = await erasing.erase(
             await self._apool(),
-            Selection.person(user_id, agent_id, workflow_id),
+            selection,
             thread_pattern=thread_pattern,
             checkpoint_schema=checkpoint_schema,
             rewrite_max_bytes=rewrite_max_bytes,
+            dry_run=dry_run,
         )
+        if dry_run:
+            return summary
         # Prefect's database too, once PostgreSQL has committed
         forgotten = await self._forget_in_orchestrator([s.scope for s in summary.scopes])
         return replace(summary, orchestrator=forgotten)
@@ -240,6 +280,8 @@ class Management:
         pool = await self._apool()
         async with pool.connection() as conn:
             document = await exporting.scope_document(conn, scope)
+            if document is not None:
+                document["derived_facts"] = await exporting.derived_documents(conn, [scope])
         if document is None:
             raise UnknownScopeError(f"memory holds nothing about {scope.label}: nothing to export")
         return document
@@ -255,7 +297,9 @@ class Management:
     ) -> dict[str, Any]:
         """Everything memory holds about a person, over the scopes and threads
         `erase_user` would erase: ``{"user_id", "exported_at", "scopes": [one
-        `export` document per scope], "checkpoint_threads": [{"thread_id", "scope",
+        `export` document per scope], "derived_facts": [the facts filed at other levels that
+        their conversations taught, each with its ``scope``, ``level``, ``source_episodes`` and
+        ``"erasure": "removes"`` or ``"keeps"``], "checkpoint_threads": [{"thread_id", "scope",
         "values": the latest checkpoint's values (messages, working memory...)}]}``. A person
         memory holds nothing about raises `UnknownScopeError`, naming them."""
         selection = Selection.person(user_id, agent_id, workflow_id)
@@ -263,10 +307,12 @@ class Management:
         async with pool.connection() as conn:
             threads = await erasing.threads_of(conn, selection, checkpoint_schema, thread_pattern)
             scopes = []
-            for scope in await erasing.scopes_of(conn, selection, threads.values()):
+            taken = await erasing.scopes_of(conn, selection, threads.values())
+            for scope in taken:
                 document = await exporting.scope_document(conn, scope)
                 if document is not None:
                     scopes.append(document)
+            derived = await exporting.derived_documents(conn, taken)
         thread_documents = []
         if threads:
             async with async_checkpointer(self.database.dsn, checkpoint_schema) as saver:
@@ -279,6 +325,7 @@ class Management:
             "user_id": user_id,
             "exported_at": datetime.now(UTC).isoformat(),
             "scopes": scopes,
+            "derived_facts": derived,
             "checkpoint_threads": thread_documents,
         }
 

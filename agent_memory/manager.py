@@ -204,6 +204,7 @@ class MemoryManager:
     index_pending_sync = forward("_indexing", Indexing.index_pending_sync)
     erase = forward("_management", Management.erase)
     erase_user = forward("_management", Management.erase_user)
+    erase_scope = forward("_management", Management.erase_scope)
     create_tenant = forward("_management", Management.create_tenant)
     drop_tenant = forward("_management", Management.drop_tenant)
     tenants = forward("_management", Management.tenants)

@@ -18,13 +18,19 @@ from __future__ import annotations
 import functools
 import os
 import signal
+import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import psycopg
 
 KILL_AT = "AGENT_MEMORY_TEST_KILL_AT"
 RAISE_AT = "AGENT_MEMORY_TEST_RAISE_AT"
+# pause there: make the file ``paused`` in the folder PAUSE_DIR names, go on once ``go`` is in it
+PAUSE_AT = "AGENT_MEMORY_TEST_PAUSE_AT"
+PAUSE_DIR = "AGENT_MEMORY_TEST_PAUSE_DIR"
+PAUSE_DEADLINE_S = 300.0
 POINTS = ("after_load", "after_llm", "in_write", "after_commit")
 INSTALL = "import tests.faults\ntests.faults.from_environment()\n"
 
@@ -35,6 +41,18 @@ def _kill(point: str) -> None:
 
 def _raise(point: str) -> None:
     raise psycopg.OperationalError(f"injected fault at {point}")
+
+
+def _pause(point: str) -> None:
+    """Say so, and wait for the test's word (a file), however long the machine takes to get
+    there; a test that never says it fails the child after the deadline rather than hang."""
+    folder = Path(os.environ[PAUSE_DIR])
+    (folder / "paused").touch()
+    deadline = time.monotonic() + PAUSE_DEADLINE_S
+    while not (folder / "go").exists():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"paused at {point}: no word to go on in {PAUSE_DEADLINE_S} s")
+        time.sleep(0.02)
 
 
 def _after(fn: Callable[..., Awaitable[Any]], fault: Callable[[], None]) -> Any:
@@ -52,14 +70,15 @@ def install(
     action: str = "kill",
     patch: Callable[[Any, str, Any], None] = setattr,
 ) -> None:
-    """Make ``point`` kill the process (``action="kill"``) or raise (``"raise"``)."""
+    """Make ``point`` kill the process (``action="kill"``), raise (``"raise"``) or pause until
+    the test says (``"pause"``: see `PAUSE_AT`)."""
     from agent_memory.consolidation import groups as steps
     from agent_memory.consolidation import write
     from agent_memory.db import failures
 
     if point not in POINTS:
         raise ValueError(f"unknown fault point {point!r}; one of {', '.join(POINTS)}")
-    act = _kill if action == "kill" else _raise
+    act = {"kill": _kill, "raise": _raise, "pause": _pause}[action]
     # where each function is looked up when called: the group steps call load_batch and
     # extract_batch, write_or_yield calls write_batch, write_batch calls failures.clear
     owner, name = {
@@ -73,6 +92,6 @@ def install(
 
 def from_environment() -> None:
     """Install the faults that :data:`KILL_AT` and :data:`RAISE_AT` name, if any."""
-    for variable, action in ((KILL_AT, "kill"), (RAISE_AT, "raise")):
+    for variable, action in ((KILL_AT, "kill"), (RAISE_AT, "raise"), (PAUSE_AT, "pause")):
         if os.environ.get(variable):
             install(os.environ[variable], action)

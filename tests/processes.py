@@ -13,12 +13,9 @@ from tests import faults
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_python(
-    code: str, settings: Settings, unset: tuple[str, ...] = (), **extra_env: str
-) -> subprocess.CompletedProcess[str]:
-    """Run ``code`` in a fresh interpreter against this test's database, LLM and Prefect
-    server, without the environment variables named in ``unset``; a SIGKILLed child returns
-    -9."""
+def child_env(settings: Settings, unset: tuple[str, ...] = (), **extra_env: str) -> dict[str, str]:
+    """The environment of a child interpreter on this test's database, LLM and Prefect server,
+    without the variables named in ``unset``."""
     from prefect.settings import PREFECT_API_URL
 
     env = {
@@ -34,9 +31,36 @@ def run_python(
         ),
         **extra_env,
     )
-    if env.get(faults.KILL_AT) or env.get(faults.RAISE_AT):
-        code = faults.INSTALL + code
-    return run_interpreter(["-c", code], env)
+    return env
+
+
+def _with_faults(code: str, env: dict[str, str]) -> str:
+    if env.get(faults.KILL_AT) or env.get(faults.RAISE_AT) or env.get(faults.PAUSE_AT):
+        return faults.INSTALL + code
+    return code
+
+
+def run_python(
+    code: str, settings: Settings, unset: tuple[str, ...] = (), **extra_env: str
+) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a fresh interpreter against this test's database, LLM and Prefect
+    server, without the environment variables named in ``unset``; a SIGKILLed child returns
+    -9."""
+    env = child_env(settings, unset, **extra_env)
+    return run_interpreter(["-c", _with_faults(code, env)], env)
+
+
+def start_python(code: str, settings: Settings, **extra_env: str) -> subprocess.Popen[str]:
+    """``run_python``, started: the child runs while the test goes on."""
+    env = child_env(settings, **extra_env)
+    return subprocess.Popen(
+        [sys.executable, "-c", _with_faults(code, env)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def run_interpreter(

@@ -1,7 +1,8 @@
 """Levels of memory in export, erasure and ``facts explain`` (issue 39, item 4): what alice told
 the support agent about herself is filed at her person's level; exporting alice includes it
 with its level, ``facts explain`` says where it is filed and where it was said, and erasing
-alice removes it, while erasing only her support scope leaves it without a dangling source."""
+alice removes it, as erasing only her support scope does, where it was learned alone (issue 51:
+tests/test_derived_erasure.py)."""
 
 from __future__ import annotations
 
@@ -71,21 +72,22 @@ async def test_export_and_erase_by_user_cover_the_persons_level(
     assert ("bob", None, "User prefers answers by phone.") in _contents(db)
 
 
-async def test_erasing_one_agents_scope_keeps_the_persons_fact_without_its_gone_source(
+async def test_erasing_one_agents_scope_takes_the_persons_fact_it_alone_taught(
     manager: MemoryManager, db: psycopg.Connection[Any]
 ) -> None:
     fact_id = await _learned(manager, db)
     await manager.erase(SUPPORT)
-    assert ("alice", None, "User prefers answers by email.") in _contents(db)
-    assert not any(agent == "support" and user == "alice" for user, agent, _ in _contents(db))
+    # learned from support's conversations only: it goes with them (issue 51)
+    assert not any(user == "alice" for user, _, _ in _contents(db))
+    assert db.execute(
+        "SELECT count(*) FROM agent_memory.memory_items WHERE id = %s", (fact_id,)
+    ).fetchone() == (0,)
     dangling = db.execute(
         "SELECT count(*) FROM agent_memory.fact_sources s WHERE NOT EXISTS"
         " (SELECT 1 FROM agent_memory.episodes e WHERE e.id = s.episode_id)"
     ).fetchone()
     assert dangling == (0,)
-    document = await manager.export(ALICE)
-    assert document["level"] == "user"
-    assert [f["source_episodes"] for f in document["facts"] if f["id"] == fact_id] == [[]]
+    assert ("bob", None, "User prefers answers by phone.") in _contents(db)
 
 
 def test_facts_explain_says_where_a_fact_is_filed_and_where_it_was_said(

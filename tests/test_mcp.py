@@ -84,7 +84,7 @@ async def exercise(
     # and those of the user's scope with another agent too
     deleted = await call(session, "delete_all_memories")
     assert deleted.startswith("erased user=mcp-user: 2 memories, 2 conversations,"), deleted
-    assert deleted.endswith("in 2 scope(s)"), deleted
+    assert deleted.endswith("in 2 scope(s); 0 memories learned from them at other levels"), deleted
     assert await call(session, "list_memories") == []
     assert await call(session, "search_conversations", query="garden") == []
     assert db.execute(

@@ -14,6 +14,7 @@ that map to it.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
@@ -46,11 +47,15 @@ STATEMENTS: list[tuple[str, str]] = [
     (
         "fact_sources",
         f"DELETE FROM agent_memory.fact_sources WHERE fact_id IN ({FACTS})"
-        f" OR episode_id IN ({EPISODES})",
+        f" OR episode_id IN ({EPISODES}) RETURNING fact_id",
     ),
     # the Store's items of the scope: its memories (going with their facts too) and documents
     ("store_items", f"DELETE FROM agent_memory.store_items WHERE scope_key = {KEY}"),
-    ("memory_items", f"DELETE FROM agent_memory.memory_items WHERE scope_key = {KEY}"),
+    (
+        "memory_items",
+        f"DELETE FROM agent_memory.memory_items WHERE scope_key = {KEY}"
+        " RETURNING id, superseded_at IS NULL, superseded_by, superseded_by_job",
+    ),
     # its episodes waiting to be indexed first: a drain holding them is waited for, so the
     # snippets it makes are there to be deleted next (sql/0026_snippet_queue.sql)
     ("snippet_queue", f"DELETE FROM agent_memory.snippet_queue WHERE scope_key = {KEY}"),
@@ -59,7 +64,10 @@ STATEMENTS: list[tuple[str, str]] = [
     # the words of the scope's rows, counted for full-text ranking (and the changes the
     # deletions above just appended)
     ("term_counts", f"DELETE FROM agent_memory.term_counts WHERE scope_key = {KEY}"),
-    ("consolidation_jobs", f"DELETE FROM agent_memory.consolidation_jobs WHERE scope_key = {KEY}"),
+    (
+        "consolidation_jobs",
+        f"DELETE FROM agent_memory.consolidation_jobs WHERE scope_key = {KEY} RETURNING id",
+    ),
     # its consolidation claim's row (sql/0019), unless a run holds it at this moment
     (
         "scope_claims",
@@ -81,6 +89,7 @@ VECTOR_TABLES = [
 ]
 ANN_INDEXES = f"DELETE FROM agent_memory.ann_indexes WHERE scope_key = {KEY} RETURNING name"
 TABLE_EXISTS = "SELECT to_regclass(%s) IS NOT NULL"
+TENANT = f"SELECT role_name FROM agent_memory.tenants WHERE scope_key = {KEY}"
 RECORD = "INSERT INTO agent_memory.erasures (scope_key_sha256, rows_removed) VALUES (%s, %s)"
 CHECKPOINT_TABLES = ("checkpoint_writes", "checkpoint_blobs", "checkpoints")
 
@@ -174,32 +183,79 @@ async def thread_ids(conn: psycopg.AsyncConnection[Any], schema: str) -> list[st
     return [str(r[0]) for r in await (await conn.execute(query)).fetchall()]
 
 
+@dataclass
+class Successor:
+    """What an erased fact was at the erasure: current, or superseded by ``by`` (a fact) or
+    invalidated by ``job`` (None: by hand)."""
+
+    current: bool
+    by: int | None
+    job: int | None
+
+
+@dataclass
+class ScopeRows:
+    """What erasing one scope removed: how many rows of each kind (``removed``, as recorded),
+    and what the erasure of the facts learned there needs (agent_memory.db.derived): the facts
+    it deleted with what each was at the time, its jobs, and the facts of other scopes that lost
+    a source."""
+
+    removed: dict[str, int] = field(default_factory=dict)
+    facts: dict[int, Successor] = field(default_factory=dict)
+    jobs: set[int] = field(default_factory=set)
+    sourced: set[int] = field(default_factory=set)
+
+
+async def _run(
+    conn: psycopg.AsyncConnection[Any], statement: str, params: dict[str, Any]
+) -> list[tuple[Any, ...]] | int:
+    cur = await conn.execute(statement, params)
+    return await cur.fetchall() if cur.description is not None else cur.rowcount
+
+
 async def erase(
     conn: psycopg.AsyncConnection[Any],
     scope: Scope,
     checkpoint_schema: str | None = None,
     threads: list[str] | None = None,
-) -> dict[str, int]:
+    *,
+    dry_run: bool = False,
+) -> ScopeRows:
     """Remove everything of ``scope`` in the caller's transaction (``threads``: its checkpoint
-    threads in ``checkpoint_schema``); how many rows of each kind went, as recorded."""
+    threads in ``checkpoint_schema``): how many rows of each kind went, as recorded, and the ids
+    the facts learned there are found by. ``dry_run``: for a transaction the caller rolls back;
+    what cannot be (dropping its indexes, ending its tenant role's sessions) is counted instead."""
     params = scope.as_dict()
-    removed: dict[str, int] = {}
-    for name, statement in STATEMENTS[:1]:
-        removed[name] = (await conn.execute(statement, params)).rowcount
+    rows = ScopeRows()
+    statements = list(STATEMENTS[:1])
     for name, statement in VECTOR_TABLES:
         if await _exists(conn, f"agent_memory.{name}"):
-            removed[name] = (await conn.execute(statement, params)).rowcount
-    for name, statement in STATEMENTS[1:]:
-        removed[name] = (await conn.execute(statement, params)).rowcount
+            statements.append((name, statement))
+    for name, statement in statements + STATEMENTS[1:]:
+        done = await _run(conn, statement, params)
+        if isinstance(done, int):
+            rows.removed[name] = done
+            continue
+        rows.removed[name] = len(done)
+        if name == "fact_sources":
+            rows.sourced.update(int(r[0]) for r in done)
+        elif name == "memory_items":
+            rows.facts.update({int(r[0]): Successor(bool(r[1]), r[2], r[3]) for r in done})
+        elif name == "consolidation_jobs":
+            rows.jobs.update(int(r[0]) for r in done)
+    removed = rows.removed
     if await _exists(conn, "agent_memory.ann_indexes"):
         cur = await conn.execute(ANN_INDEXES, params)
         names = [row[0] for row in await cur.fetchall()]
-        for index in names:
+        for index in names if not dry_run else []:
             drop = sql.SQL("DROP INDEX IF EXISTS agent_memory.{}").format(sql.Identifier(index))
             await conn.execute(drop)
         removed["ann_indexes"] = len(names)
     # its tenant role, in tenant mode (the mapping names the scope)
-    removed["tenants"] = int(await tenants.drop(conn, scope) is not None)
+    if dry_run:
+        removed["tenants"] = len(await (await conn.execute(TENANT, params)).fetchall())
+    else:
+        removed["tenants"] = int(await tenants.drop(conn, scope) is not None)
     if checkpoint_schema and threads:
         for table in CHECKPOINT_TABLES:
             name = f"{checkpoint_schema}.{table}"
@@ -209,5 +265,11 @@ async def erase(
                 sql.Identifier(checkpoint_schema), sql.Identifier(table)
             )
             removed[table] = (await conn.execute(delete, (threads,))).rowcount
+    await record(conn, scope, removed)
+    return rows
+
+
+async def record(conn: psycopg.AsyncConnection[Any], scope: Scope, removed: dict[str, int]) -> None:
+    """The record that ``scope`` was erased: the SHA-256 of its label and the counts, no
+    content."""
     await conn.execute(RECORD, (key_digest(scope), Jsonb(removed)))
-    return removed

@@ -16,6 +16,13 @@ COMPACT_SCOPE = (
     "SELECT agent_memory.compact_term_counts(" + SCOPE_MATCH.removeprefix("scope_key = ") + ")"
 )
 
+# the lock compact_term_counts tries for a scope (sql/0017), waited for
+WAIT_SCOPE = (
+    "SELECT pg_advisory_xact_lock(hashtext('agent_memory.term_counts'), hashtext("
+    + SCOPE_MATCH.removeprefix("scope_key = ")
+    + "))"
+)
+
 # every scope with a word counted in more than one row
 COMPACT_ALL = """
 SELECT coalesce(sum(agent_memory.compact_term_counts(scope_key)), 0)
@@ -33,3 +40,10 @@ async def compact(conn: psycopg.AsyncConnection[Any], scope: Scope | None = None
         cur = await conn.execute(COMPACT_SCOPE, scope.as_dict())
     row = await cur.fetchone()
     return int(row[0]) if row and row[0] is not None else 0
+
+
+async def fold(conn: psycopg.AsyncConnection[Any], scope: Scope) -> int:
+    """:func:`compact` of ``scope``, waiting for a transaction folding it now rather than
+    leaving it: after an erasure, a word no fact of the scope holds any more keeps no row."""
+    await conn.execute(WAIT_SCOPE, scope.as_dict())
+    return await compact(conn, scope)

@@ -227,19 +227,19 @@ async def _erase(manager: MemoryManager, at: Scope) -> str:
     """``delete_all_memories``: what it erased, said for the client."""
     try:
         if at.user_id is None:  # a server of an agent or workflow with no user
-            removed = await manager.erase(at)
-            scopes = 1
+            summary = await manager.erase_scope(at)
         else:
             summary = await manager.erase_user(
                 at.user_id, agent_id=at.agent_id, workflow_id=at.workflow_id
             )
-            removed, scopes = summary.removed, len(summary.scopes)
     except UnknownScopeError:
         return f"memory holds nothing about {at.label}: nothing deleted"
+    removed, derived = summary.removed, summary.derived.counts()
     return (
         f"erased {at.label}: {removed.get('memory_items', 0)} memories,"
         f" {removed.get('episodes', 0)} conversations,"
-        f" {removed.get('checkpoints', 0)} checkpoints in {scopes} scope(s)"
+        f" {removed.get('checkpoints', 0)} checkpoints in {len(summary.scopes)} scope(s);"
+        f" {derived['derived_facts']} memories learned from them at other levels"
     )
 
 

@@ -30,6 +30,7 @@ from agent_memory_deployments.cli._app import (
     app,
     console,
 )
+from agent_memory_deployments.cli.erasure_report import print_erasure
 from agent_memory_deployments.cli.inspect import facts_app
 
 if TYPE_CHECKING:
@@ -81,28 +82,6 @@ def export(
     sys.stdout.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
 
 
-def _counts(removed: dict[str, int]) -> str:
-    return ", ".join(f"{n} {name}" for name, n in removed.items() if n)
-
-
-def _print_erasure(summary: ErasureSummary) -> None:
-    for erased in summary.scopes:
-        console.print(f"erased {erased.scope.label}: {_counts(erased.removed)}", highlight=False)
-    files = summary.files
-    if files.rewritten:
-        console.print(f"rewritten (VACUUM FULL): {', '.join(files.rewritten)}", highlight=False)
-    if files.vacuumed:
-        console.print(
-            f"vacuumed: {', '.join(files.vacuumed)} (erased bytes may stay in their free space"
-            " until overwritten; VACUUM (FULL) them to remove them now)",
-            highlight=False,
-        )
-    for table, why in files.skipped.items():
-        console.print(f"[yellow]not vacuumed: {table}: {why}[/]", highlight=False)
-    if any(summary.orchestrator.values()):
-        console.print(f"Prefect: {_counts(summary.orchestrator)}", highlight=False)
-
-
 @app.command()
 def erase(
     user: UserOpt = None,
@@ -117,47 +96,49 @@ def erase(
         int,
         typer.Option(min=0, help="rewrite (VACUUM FULL) touched tables up to this size; 0: never"),
     ] = DEFAULT_REWRITE_MAX_BYTES // 2**20,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run", help="list what would be erased and what kept, per level; write nothing"
+        ),
+    ] = False,
     yes: Annotated[bool, typer.Option("--yes", help="do not ask for confirmation")] = False,
 ) -> None:
     """Erase everything memory holds about a person: every scope of --user (any agent or
     workflow; --agent/--workflow narrow it; --exact: the one scope named) with its episodes,
-    facts, vectors, jobs, Store items and checkpoint threads, keeping only a record per scope
-    that it happened; then vacuum the tables it touched."""
+    facts, vectors, jobs, Store items and checkpoint threads, and the facts filed at other
+    levels that only those conversations taught, keeping only a record per scope that it
+    happened; then vacuum the tables and release the WAL. --dry-run lists it first."""
     try:
         scope = _scope(user, agent, workflow)
         if scope is None:
             raise typer.BadParameter("name the scope to erase: --user, --agent or --workflow")
         person = user is not None and not exact
         what = f"every scope of {scope.label}" if person else scope.label
-        if not yes and not typer.confirm(f"Erase everything memory holds about {what}?"):
+        if (
+            not dry_run
+            and not yes
+            and not typer.confirm(f"Erase everything memory holds about {what}?")
+        ):
             console.print("nothing erased")
             raise typer.Exit(1)
-        limit = rewrite_max_mb * 2**20
-        if person:
-            assert user is not None
-            summary = asyncio.run(
-                _with_manager(
-                    _settings(),
-                    lambda m: m.erase_user(
-                        user,
-                        agent_id=agent,
-                        workflow_id=workflow,
-                        thread_pattern=thread_pattern,
-                        rewrite_max_bytes=limit,
-                    ),
+        options = {
+            "thread_pattern": thread_pattern,
+            "rewrite_max_bytes": rewrite_max_mb * 2**20,
+            "dry_run": dry_run,
+        }
+
+        async def call(m: Any) -> ErasureSummary:
+            if person:
+                return await m.erase_user(  # type: ignore[no-any-return]
+                    user, agent_id=agent, workflow_id=workflow, **options
                 )
-            )
-            _print_erasure(summary)
-            return
-        removed = asyncio.run(
-            _with_manager(
-                _settings(),
-                lambda m: m.erase(scope, thread_pattern=thread_pattern, rewrite_max_bytes=limit),
-            )
-        )
+            return await m.erase_scope(scope, **options)  # type: ignore[no-any-return]
+
+        summary = asyncio.run(_with_manager(_settings(), call))
     except AgentMemoryError as exc:
         raise _fail(exc) from None
-    console.print(f"erased {scope.label}: {_counts(removed)}", highlight=False)
+    print_erasure(summary)
 
 
 def _fact_rows(facts: list[Any]) -> list[dict[str, Any]]:
