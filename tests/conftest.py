@@ -42,6 +42,7 @@ import psycopg  # noqa: E402
 import pytest  # noqa: E402
 from pytest_postgresql.janitor import DatabaseJanitor  # noqa: E402
 
+from agent_memory.db.connection import configure_embedded  # noqa: E402
 from agent_memory.db.migrations import ensure_decay_policy, migrate  # noqa: E402
 from agent_memory.decay import DecayPolicy  # noqa: E402
 from agent_memory.manager import MemoryManager  # noqa: E402
@@ -71,6 +72,8 @@ def pg_server() -> Iterator[dict[str, Any]]:
     _SERVER["pgserver"] = server
     info = server.get_postmaster_info()
     conn = {"user": "postgres", "host": str(info.socket_dir), "port": info.port}
+    with psycopg.connect(dbname="postgres", autocommit=True, **conn) as c:
+        configure_embedded(c)  # as the library's embedded server is set up
     template = DatabaseJanitor(dbname=TEMPLATE, as_template=True, **conn)
     template.init()
     with psycopg.connect(dbname=TEMPLATE, autocommit=True, **conn) as c:

@@ -2,9 +2,12 @@
 a CHECKPOINT, no file of the database holds the erased text: not the tables' heap files, their
 TOAST, their indexes, nor the planner's statistics (pg_statistic). Tables above the rewrite
 size get a plain VACUUM, which PostgreSQL's freed space may outlive: the erased bytes then stay
-only in the files of the tables the summary names as vacuumed. The WAL still holds the text
-after an erasure (docs/guarantees.md says until when). Read from the embedded server's data
-directory, on the real files."""
+only in the files of the tables the summary names as vacuumed. Issue 51, item 4: a table the
+erasure deleted nothing from still held the person's words (a Store document they had deleted
+before: its dead row, and the statistics sampled while it lived), and so did the WAL; now every
+table is vacuumed and, on the embedded server, the WAL segments holding the text are deleted
+at the erasure's checkpoint. Read from the embedded server's data directory, on the real
+files."""
 
 from __future__ import annotations
 
@@ -14,8 +17,10 @@ from typing import Any
 
 import psycopg
 import pytest
+from pydantic import SecretStr
 
-from agent_memory import MemoryManager
+from agent_memory import MemoryManager, Scope
+from agent_memory.settings import Settings
 from tests.test_erase_user import ACCOUNT, OTHER, A, B, remember
 from tests.test_erasure import holding
 
@@ -50,14 +55,21 @@ def files_holding(db: psycopg.Connection[Any], marker: str) -> set[str]:
     return found
 
 
-def wal_holds(db: psycopg.Connection[Any], since: str, marker: str) -> bool:
-    """Whether the WAL segments written since LSN ``since`` hold ``marker``."""
+def data_files_holding(db: psycopg.Connection[Any], marker: str) -> set[str]:
+    """The files of the server's data directory that hold ``marker`` (paths relative to it),
+    but for other databases' folders (other tests' databases come and go beside this one)."""
     data = Path(str((db.execute("SHOW data_directory").fetchone() or [""])[0]))
-    first, last = db.execute(
-        "SELECT pg_walfile_name(%s::pg_lsn), pg_walfile_name(pg_current_wal_lsn())", (since,)
-    ).fetchone() or ("", "")
-    segments = sorted(p for p in (data / "pg_wal").iterdir() if first <= p.name <= last)
-    return any(marker.encode() in p.read_bytes() for p in segments)
+    (oid,) = db.execute(
+        "SELECT oid FROM pg_database WHERE datname = current_database()"
+    ).fetchone() or (0,)
+    found = set()
+    for path in data.rglob("*"):
+        relative = path.relative_to(data)
+        if relative.parts[:1] == ("base",) and relative.parts[1:2] != (str(oid),):
+            continue
+        if path.is_file() and marker.encode() in path.read_bytes():
+            found.add(str(relative))
+    return found
 
 
 async def setup(manager: MemoryManager, db: psycopg.Connection[Any]) -> None:
@@ -81,8 +93,15 @@ async def setup(manager: MemoryManager, db: psycopg.Connection[Any]) -> None:
 async def test_after_an_erasure_and_a_checkpoint_no_file_of_the_database_holds_the_text(
     manager: MemoryManager, db: psycopg.Connection[Any]
 ) -> None:
-    since = str((db.execute("SELECT pg_current_wal_lsn()").fetchone() or [""])[0])
     await setup(manager, db)
+    # a document the person deleted before: the table keeps its dead row, though the erasure
+    # finds nothing of theirs there to delete
+    store = manager.store()
+    await store.aput(("memories", A, "notes"), "n1", {"text": f"note {ACCOUNT}"})
+    db.execute("ANALYZE agent_memory.store_items")
+    await store.adelete(("memories", A, "notes"), "n1")
+    db.execute("CHECKPOINT")
+    assert "pg_wal" in {Path(p).parts[0] for p in data_files_holding(db, ACCOUNT)}
     other_before = files_holding(db, OTHER)
 
     summary = await manager.erase_user(A)  # small tables: rewritten
@@ -95,9 +114,10 @@ async def test_after_an_erasure_and_a_checkpoint_no_file_of_the_database_holds_t
     assert summary.files.vacuumed == [] and summary.files.skipped == {}
     # the other person's rows are where they were (the files were read, not missed)
     assert files_holding(db, OTHER) >= other_before - {"pg_statistic"}
-    # what the tables' files no longer hold, the WAL still does (the rows as written, and
-    # whole pages logged after a checkpoint), until its segments are recycled
-    assert wal_holds(db, since, ACCOUNT)
+    # nor the WAL: its segments that held the text were closed, released and deleted; nor any
+    # other file of the data directory
+    assert summary.files.wal == "released"
+    assert data_files_holding(db, ACCOUNT) == set()
 
 
 async def test_a_plain_vacuum_leaves_erased_bytes_only_in_the_tables_it_names(
@@ -116,3 +136,21 @@ async def test_a_plain_vacuum_leaves_erased_bytes_only_in_the_tables_it_names(
     assert left and left <= {t.removeprefix("pg_catalog.") for t in summary.files.vacuumed}
     with pytest.raises(ValueError, match="rewrite_max_bytes -1 is below 0"):
         await manager.erase_user(B, rewrite_max_bytes=-1)
+
+
+async def test_a_role_that_may_not_release_the_wal_is_told_so(
+    app_database_url: str, settings: Settings
+) -> None:
+    # the application's own role on a managed server: no superuser, no pg_checkpoint
+    app = settings.model_copy(
+        update={"db": settings.db.model_copy(update={"url": SecretStr(app_database_url)})}
+    )
+    manager = await MemoryManager.create(settings=app)
+    try:
+        await manager.record(Scope(A), [{"role": "user", "content": f"I love {ACCOUNT} tea."}])
+        summary = await manager.erase_user(A)
+    finally:
+        await manager.close()
+    assert summary.files.wal == "not released: this role may not switch the WAL or checkpoint"
+    assert "pg_catalog.pg_statistic" in summary.files.skipped
+    assert "agent_memory.episodes" in summary.files.rewritten  # its own tables still are

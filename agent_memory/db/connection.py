@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from psycopg import sql
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from agent_memory.db import auth
@@ -162,7 +163,31 @@ def _embedded_dsn(settings: DatabaseSettings) -> str:
         )
         if started:
             _secure_if_tenants(data_dir, dsn)
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                configure_embedded(conn)
         return dsn
+
+
+# The embedded server's settings that differ from PostgreSQL's defaults, and why:
+# wal_recycle off: a WAL segment a checkpoint releases is deleted, not renamed for reuse with
+# its old contents, so an erasure's checkpoint leaves no segment holding the erased text
+# (agent_memory.db.vacuum.release_wal; docs/guarantees.md)
+EMBEDDED_SETTINGS = {"wal_recycle": "off"}
+
+
+def configure_embedded(conn: psycopg.Connection[Any]) -> None:
+    """Give a server the embedded server's settings (`EMBEDDED_SETTINGS`), kept in its
+    ``postgresql.auto.conf``: set and reloaded where they differ, as its superuser."""
+    changed = False
+    for name, value in EMBEDDED_SETTINGS.items():
+        row = conn.execute("SELECT current_setting(%s)", (name,)).fetchone()
+        if row is None or row[0] != value:
+            conn.execute(
+                sql.SQL("ALTER SYSTEM SET {} = {}").format(sql.Identifier(name), sql.Literal(value))
+            )
+            changed = True
+    if changed:
+        conn.execute("SELECT pg_reload_conf()")
 
 
 def _secure_if_tenants(data_dir: Path, dsn: str) -> None:

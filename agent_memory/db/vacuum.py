@@ -13,6 +13,18 @@ most ``LOCK_TIMEOUT`` for its lock; a larger one, or one whose lock is not grant
 vacuumed, and the result says so. Both also ANALYZE the table, so that the planner's statistics
 (sampled values of its columns) are drawn anew from the rows that remain.
 
+Every table of the schemas is vacuumed, not only those the erasure deleted from: a person's
+rows may have left a table before (a Store document deleted, a queue drained, a row updated),
+and their bytes stay in its pages as long as nothing rewrites them; its statistics may hold
+values sampled while they were there.
+
+Then the WAL (`release_wal`): ``pg_switch_wal()`` closes the segment the erasure was written
+to and ``CHECKPOINT`` releases every segment before it; the embedded server deletes released
+segments rather than keeping them for reuse (``wal_recycle = off``,
+agent_memory.db.connection), so none of them holds the erased text afterwards. Both need a
+superuser (or ``pg_checkpoint`` and the right to run ``pg_switch_wal``); for any other role the
+result says why it was not done.
+
 VACUUM cannot run in a transaction: this runs on an autocommit connection, after the erasure
 committed.
 """
@@ -20,6 +32,7 @@ committed.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +63,38 @@ class Vacuumed:
     rewritten: list[str] = field(default_factory=list)
     vacuumed: list[str] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
+    # the WAL: "released" (segment switched, checkpoint done), or why not
+    wal: str = ""
+
+
+TABLES = """
+SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = ANY(%s::text[]) AND c.relkind = 'r'
+ORDER BY n.nspname, c.relname
+"""
+RELEASED = "released"
+
+
+async def tables(
+    conn: psycopg.AsyncConnection[Any], schemas: Sequence[str]
+) -> list[tuple[str, str]]:
+    """Every table of ``schemas``, as (schema, table) pairs in the order of their names."""
+    rows = await (await conn.execute(TABLES, (list(schemas),))).fetchall()
+    return [(str(r[0]), str(r[1])) for r in rows]
+
+
+async def release_wal(conn: psycopg.AsyncConnection[Any]) -> str:
+    """Close the current WAL segment and checkpoint, on ``conn`` in autocommit mode:
+    `RELEASED`, or why it was not done (the role may not)."""
+    try:
+        await conn.execute("SELECT pg_switch_wal()")
+        await conn.execute("CHECKPOINT")
+    except psycopg.errors.InsufficientPrivilege:
+        return "not released: this role may not switch the WAL or checkpoint"
+    except psycopg.Error as exc:
+        log.warning("releasing the WAL after an erasure failed: %s", type(exc).__name__)
+        return f"not released: {type(exc).__name__}"
+    return RELEASED
 
 
 async def _size(
