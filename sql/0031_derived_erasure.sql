@@ -92,3 +92,13 @@ CREATE INDEX IF NOT EXISTS memory_items_superseded_by_idx
 CREATE INDEX IF NOT EXISTS memory_items_invalidated_by_job_idx
     ON agent_memory.memory_items (superseded_by_job)
     WHERE superseded_by IS NULL AND superseded_by_job IS NOT NULL;
+
+-- a tenant's writes reinforce facts through upsert_fact, which now sets ``direct``: its UPDATE
+-- right, as schema 19 grants each column's (agent_memory.grant_tenant_updates)
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'agent_memory_tenant') THEN
+        GRANT UPDATE (direct) ON agent_memory.memory_items TO agent_memory_tenant;
+    END IF;
+END
+$$;
