@@ -213,17 +213,14 @@ async def erase(
                 scopes = await scopes_of(conn, selection, threads.values())
                 # a consolidation writing facts from these conversations commits first
                 await derived_repo.lock_episodes(conn, scopes)
-                erased, rows = [], derived_repo.Erased()
+                erased, rows = [], erasure_repo.Erased()
                 for scope in scopes:
                     own = sorted(t for t, s in threads.items() if s == scope)
-                    done = await erasure_repo.erase(
-                        conn, scope, checkpoint_schema, own, dry_run=dry_run
+                    removed = await erasure_repo.erase(
+                        conn, scope, checkpoint_schema, own, into=rows, dry_run=dry_run
                     )
-                    rows.facts.update(done.facts)
-                    rows.jobs.update(done.jobs)
-                    rows.sourced.update(done.sourced)
-                    if any(done.removed.values()):
-                        erased.append(ErasedScope(scope, done.removed, tuple(own)))
+                    if any(removed.values()):
+                        erased.append(ErasedScope(scope, removed, tuple(own)))
                 if not erased:
                     # the transaction rolls back: not even a record of the attempt is written
                     raise UnknownScopeError(

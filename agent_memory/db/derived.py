@@ -23,13 +23,13 @@ Deleting facts updates their full-text counts and Store rows through the tables'
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 
 from agent_memory.db import term_counts
-from agent_memory.db.erasure import Successor, record
+from agent_memory.db.erasure import Erased, Successor, record
 from agent_memory.models import Scope
 
 _KEYS = (
@@ -129,17 +129,6 @@ class Derived:
             for fact in getattr(self, what):
                 levels.setdefault(fact.scope, {}).setdefault(what, []).append(fact)
         return dict(sorted(levels.items(), key=lambda item: item[0].label))
-
-
-@dataclass
-class Erased:
-    """What the selected scopes' erasure removed that the rest depends on: the facts deleted
-    (with what each was then), the jobs deleted, and the facts of other scopes that lost a
-    source."""
-
-    facts: dict[int, Successor] = field(default_factory=dict)
-    jobs: set[int] = field(default_factory=set)
-    sourced: set[int] = field(default_factory=set)
 
 
 def _keys_params(scopes: Iterable[Scope]) -> dict[str, list[str | None]]:

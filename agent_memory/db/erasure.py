@@ -194,13 +194,11 @@ class Successor:
 
 
 @dataclass
-class ScopeRows:
-    """What erasing one scope removed: how many rows of each kind (``removed``, as recorded),
-    and what the erasure of the facts learned there needs (agent_memory.db.derived): the facts
-    it deleted with what each was at the time, its jobs, and the facts of other scopes that lost
-    a source."""
+class Erased:
+    """What erasing the selected scopes removed that the facts learned there are found by
+    (agent_memory.db.derived): the facts deleted, with what each was then, the jobs deleted,
+    and the facts of other scopes that lost a source. Filled scope by scope by `erase`."""
 
-    removed: dict[str, int] = field(default_factory=dict)
     facts: dict[int, Successor] = field(default_factory=dict)
     jobs: set[int] = field(default_factory=set)
     sourced: set[int] = field(default_factory=set)
@@ -219,14 +217,17 @@ async def erase(
     checkpoint_schema: str | None = None,
     threads: list[str] | None = None,
     *,
+    into: Erased | None = None,
     dry_run: bool = False,
-) -> ScopeRows:
+) -> dict[str, int]:
     """Remove everything of ``scope`` in the caller's transaction (``threads``: its checkpoint
-    threads in ``checkpoint_schema``): how many rows of each kind went, as recorded, and the ids
-    the facts learned there are found by. ``dry_run``: for a transaction the caller rolls back;
-    what cannot be (dropping its indexes, ending its tenant role's sessions) is counted instead."""
+    threads in ``checkpoint_schema``); how many rows of each kind went, as recorded. ``into``
+    gathers the ids the facts learned there are found by. ``dry_run``: for a transaction the
+    caller rolls back; what cannot be (dropping its indexes, ending its tenant role's sessions)
+    is counted instead."""
     params = scope.as_dict()
-    rows = ScopeRows()
+    rows = into if into is not None else Erased()
+    removed: dict[str, int] = {}
     statements = list(STATEMENTS[:1])
     for name, statement in VECTOR_TABLES:
         if await _exists(conn, f"agent_memory.{name}"):
@@ -234,16 +235,15 @@ async def erase(
     for name, statement in statements + STATEMENTS[1:]:
         done = await _run(conn, statement, params)
         if isinstance(done, int):
-            rows.removed[name] = done
+            removed[name] = done
             continue
-        rows.removed[name] = len(done)
+        removed[name] = len(done)
         if name == "fact_sources":
             rows.sourced.update(int(r[0]) for r in done)
         elif name == "memory_items":
             rows.facts.update({int(r[0]): Successor(bool(r[1]), r[2], r[3]) for r in done})
         elif name == "consolidation_jobs":
             rows.jobs.update(int(r[0]) for r in done)
-    removed = rows.removed
     if await _exists(conn, "agent_memory.ann_indexes"):
         cur = await conn.execute(ANN_INDEXES, params)
         names = [row[0] for row in await cur.fetchall()]
@@ -266,7 +266,7 @@ async def erase(
             )
             removed[table] = (await conn.execute(delete, (threads,))).rowcount
     await record(conn, scope, removed)
-    return rows
+    return removed
 
 
 async def record(conn: psycopg.AsyncConnection[Any], scope: Scope, removed: dict[str, int]) -> None:
