@@ -23,9 +23,10 @@ from agent_memory.db.connection import secure
 from agent_memory.db.vacuum import DEFAULT_REWRITE_MAX_BYTES
 from agent_memory.decay import today
 from agent_memory.erasure import ErasureSummary, Selection
-from agent_memory.errors import UnknownFactError, UnknownScopeError
+from agent_memory.errors import InvalidStoreRequestError, UnknownFactError, UnknownScopeError
 from agent_memory.fact_text import fact_of
 from agent_memory.models import FactKind, MemoryItem, Scope
+from agent_memory.store.namespaces import NamespaceTemplate
 
 
 class Management:
@@ -130,6 +131,37 @@ class Management:
             dry_run,
         )
 
+    async def erase_namespace(
+        self,
+        namespace: tuple[str, ...],
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        workflow_id: str | None = None,
+        dry_run: bool = False,
+    ) -> ErasureSummary:
+        """`erase_scope` of the scope whose Store memory namespace ``namespace`` is, read as
+        ``manager.store(user_id=..., agent_id=..., workflow_id=...)`` reads it (the setting
+        ``store_namespace``, the other arguments the parts it leaves out): for example
+        ``erase_namespace(("memories", "alex"), agent_id="support")`` erases ``(alex,
+        support)`` with what its conversations alone taught other levels. A namespace that is
+        no scope's memory namespace (a document's, one under a memory namespace) raises
+        `InvalidStoreRequestError`, naming it, and erases nothing: delete documents through the
+        Store."""
+        template = NamespaceTemplate(
+            self.settings.memory.store_namespace,
+            user_id=user_id,
+            agent_id=agent_id,
+            workflow_id=workflow_id,
+        )
+        scope = template.memory_scope(tuple(namespace))
+        if scope is None:
+            raise InvalidStoreRequestError(
+                f"namespace {tuple(namespace)!r} is no scope's memory namespace (template"
+                f" {template.labels!r}): not erased"
+            )
+        return await self.erase_scope(scope, dry_run=dry_run)
+
     async def _erase(
         self,
         selection: Selection,
@@ -164,8 +196,6 @@ class Management:
         levels of memory its scope reads under ``share`` (as set now: run this again after
         changing it), and writes its own scope's only.
         Raises `ConfigurationError` where the database has no tenant group role."""
-        from agent_memory.store.namespaces import NamespaceTemplate
-
         # the embedded server asks every role for its password from now on
         await asyncio.to_thread(secure, self.database)
         namespace = NamespaceTemplate(self.settings.memory.store_namespace).render(scope)

@@ -205,6 +205,7 @@ class MemoryManager:
     erase = forward("_management", Management.erase)
     erase_user = forward("_management", Management.erase_user)
     erase_scope = forward("_management", Management.erase_scope)
+    erase_namespace = forward("_management", Management.erase_namespace)
     create_tenant = forward("_management", Management.create_tenant)
     drop_tenant = forward("_management", Management.drop_tenant)
     tenants = forward("_management", Management.tenants)

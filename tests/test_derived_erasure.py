@@ -1,14 +1,16 @@
 """What was learned goes with what it was learned from (issue 51, items 1 to 3): erasing a
 person's conversations with one agent erases the facts filed at the person's level that those
-conversations alone taught, through the API and the command line (the MCP server's
-``delete_all_memories``: tests/test_derived_erasure_mcp.py), while a fact another conversation
-or a hand supports stays, without the erased sources; a dry run and a narrowed export say the
-same beforehand, writing nothing. The outside probe's case: after ``erase --user erase-me
---agent bar`` two facts of the marker were still live at ``(erase-me)``, with no source."""
+conversations alone taught, through the API, the command line and a Store namespace (the MCP
+server's ``delete_all_memories``: tests/test_derived_erasure_mcp.py), while a fact another
+conversation or a hand supports stays, without the erased sources; a dry run and a narrowed
+export say the same beforehand, writing nothing. The outside probe's case: after ``erase
+--user erase-me --agent bar`` two facts of the marker were still live at ``(erase-me)``, with
+no source."""
 
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 import psycopg
@@ -17,6 +19,7 @@ from typer.testing import CliRunner
 
 from agent_memory import MemoryManager, Scope
 from agent_memory.db.store import fact_of_key
+from agent_memory.errors import InvalidStoreRequestError
 from agent_memory.settings import Settings
 from tests.test_erasure import holding
 
@@ -220,3 +223,26 @@ def test_the_command_line_lists_then_erases_what_was_learned(
     assert "user=erase-me: 1 facts learned only there, erased" in done.output
     assert ENTHUSIAST not in done.output  # the words are shown before, not after
     assert set(facts_of(db, "erase-me")) == {TEA}
+
+
+async def test_erasing_a_store_namespace_takes_what_its_conversations_taught(
+    manager: MemoryManager, db: psycopg.Connection[Any]
+) -> None:
+    await told(manager)
+    before = holding(db, MARK)
+    # a namespace that is no scope's memory namespace is refused, naming it
+    for namespace in (("docs", "erase-me"), ("memories", "erase-me", "notes")):
+        with pytest.raises(InvalidStoreRequestError, match=re.escape(repr(namespace))):
+            await manager.erase_namespace(namespace, agent_id="bar")
+    assert holding(db, MARK) == before
+
+    # the bar agent's store (manager.store(agent_id="bar")) reads ("memories", "erase-me") as
+    # the scope (erase-me, bar): erasing that namespace is erasing the scope
+    planned = await manager.erase_namespace(("memories", "erase-me"), agent_id="bar", dry_run=True)
+    assert [s.scope for s in planned.scopes] == [BAR]
+    assert {f.content for f in planned.derived.gone} == {ENTHUSIAST, TEA}
+    assert holding(db, MARK) == before
+
+    await manager.erase_namespace(("memories", "erase-me"), agent_id="bar")
+    assert holding(db, MARK) == {}
+    assert holding(db, OTHER)
