@@ -231,12 +231,55 @@ async def erase(
                     raise _DryRun()
         except _DryRun:
             return ErasureSummary(selection, tuple(erased), derived=derived, dry_run=True)
-    # after the commit: the erased rows leave the tables' files, then the WAL's segments
+    files = await _release(pool, checkpoint_schema, rewrite_max_bytes)
+    return ErasureSummary(selection, tuple(erased), files, derived=derived)
+
+
+async def _release(
+    pool: AsyncConnectionPool, checkpoint_schema: str, rewrite_max_bytes: int
+) -> Vacuumed:
+    """After an erasure's commit: the erased rows leave the tables' files, then the WAL's
+    segments."""
     async with pool.connection() as conn:
         tables = await vacuum_repo.tables(conn, ("agent_memory", checkpoint_schema))
         files = await vacuum(conn, [*tables, STATISTICS], rewrite_max_bytes)
         files.wal = await vacuum_repo.release_wal(conn)
-    return ErasureSummary(selection, tuple(erased), files, derived=derived)
+    return files
+
+
+@dataclass(frozen=True)
+class LeftBehind:
+    """What `erase_left_behind` took (or, with ``dry_run``, would take): the facts, per level
+    (``derived.gone``, with their history and what they had replaced, revived), and the
+    files."""
+
+    derived: Derived
+    files: Vacuumed = field(default_factory=Vacuumed)
+    dry_run: bool = False
+
+
+async def erase_left_behind(
+    pool: AsyncConnectionPool,
+    *,
+    checkpoint_schema: str = CHECKPOINT_SCHEMA,
+    rewrite_max_bytes: int = DEFAULT_REWRITE_MAX_BYTES,
+    dry_run: bool = False,
+) -> LeftBehind:
+    """Erase the facts that erasures before schema 31 left behind at other levels than the
+    scopes they erased, with no source (their conversations and jobs erased), as an erasure
+    now takes them; then vacuum and release the WAL as `erase` does. ``dry_run``: the same,
+    rolled back."""
+    async with pool.connection() as conn:
+        try:
+            async with conn.transaction():
+                derived = await derived_repo.settle(conn, await derived_repo.left_behind(conn))
+                if dry_run:
+                    raise _DryRun()
+        except _DryRun:
+            return LeftBehind(derived, dry_run=True)
+    if not derived.gone:
+        return LeftBehind(derived)
+    return LeftBehind(derived, await _release(pool, checkpoint_schema, rewrite_max_bytes))
 
 
 class _DryRun(Exception):

@@ -162,6 +162,22 @@ class Management:
             )
         return await self.erase_scope(scope, dry_run=dry_run)
 
+    async def erase_left_behind(
+        self,
+        *,
+        checkpoint_schema: str = CHECKPOINT_SCHEMA,
+        rewrite_max_bytes: int = DEFAULT_REWRITE_MAX_BYTES,
+        dry_run: bool = False,
+    ) -> erasing.LeftBehind:
+        """Erase the facts an erasure before schema 31 left at another level, with no source
+        (`agent_memory.erasure.erase_left_behind`); ``dry_run``: list them, writing nothing."""
+        return await erasing.erase_left_behind(
+            await self._apool(),
+            checkpoint_schema=checkpoint_schema,
+            rewrite_max_bytes=rewrite_max_bytes,
+            dry_run=dry_run,
+        )
+
     async def _erase(
         self,
         selection: Selection,

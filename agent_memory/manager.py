@@ -206,6 +206,7 @@ class MemoryManager:
     erase_user = forward("_management", Management.erase_user)
     erase_scope = forward("_management", Management.erase_scope)
     erase_namespace = forward("_management", Management.erase_namespace)
+    erase_left_behind = forward("_management", Management.erase_left_behind)
     create_tenant = forward("_management", Management.create_tenant)
     drop_tenant = forward("_management", Management.drop_tenant)
     tenants = forward("_management", Management.tenants)

@@ -246,3 +246,56 @@ async def test_erasing_a_store_namespace_takes_what_its_conversations_taught(
     await manager.erase_namespace(("memories", "erase-me"), agent_id="bar")
     assert holding(db, MARK) == {}
     assert holding(db, OTHER)
+
+
+def test_the_facts_an_earlier_erasure_left_behind_are_listed_then_erased(
+    settings: Settings,
+    db: psycopg.Connection[Any],
+    database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from agent_memory_deployments import cli
+
+    async def setup() -> None:
+        manager = await MemoryManager.create(settings=settings, migrate=False)
+        try:
+            await told(manager)
+            await manager.add_fact(PERSON, f"User collects {MARK} stamps.")  # by hand: stays
+        finally:
+            await manager.close()
+
+    asyncio.run(setup())
+    # what an erasure of (erase-me, bar) did before schema 31: the scope's rows and the
+    # sources went, the facts it taught the person's level stayed
+    for statement in (
+        "DELETE FROM agent_memory.fact_sources",
+        "DELETE FROM agent_memory.episodes WHERE agent_id = 'bar' AND user_id = 'erase-me'",
+        "DELETE FROM agent_memory.consolidation_jobs WHERE user_id = 'erase-me'",
+    ):
+        db.execute(statement)
+    monkeypatch.setenv("DATABASE_URL", database_url)
+    monkeypatch.setattr(cli.console, "width", 250)
+    runner = CliRunner()
+
+    listed = runner.invoke(cli.app, ["levels", "left-behind"])
+
+    assert listed.exit_code == 0, listed.output
+    assert "user=erase-me: 2 facts learned only there, would be erased" in listed.output
+    assert f": {ENTHUSIAST}" in listed.output and f": {TEA}" in listed.output
+    assert "stamps" not in listed.output
+    assert "dry run: nothing was written" in listed.output
+    assert set(facts_of(db, "erase-me")) == {ENTHUSIAST, TEA, f"User collects {MARK} stamps."}
+
+    erased = runner.invoke(cli.app, ["levels", "left-behind", "--erase", "--yes"])
+
+    assert erased.exit_code == 0, erased.output
+    assert "user=erase-me: 2 facts learned only there, erased" in erased.output
+    assert set(facts_of(db, "erase-me")) == {f"User collects {MARK} stamps."}
+    # the other user's facts have their sources gone too (deleted above) but their job
+    # stands: nothing says an erasure left them, so they stay
+    assert {c for c, _ in facts_of(db, "keep-me").items()} == {
+        f"User is a {OTHER} enthusiast.",
+        f"User prefers {OTHER} coffee.",
+    }
+    again = runner.invoke(cli.app, ["levels", "left-behind"])
+    assert "no fact was left behind by an erasure" in again.output

@@ -75,6 +75,15 @@ WHERE m.id IN (SELECT s.fact_id FROM agent_memory.fact_sources s
   AND m.scope_key <> ALL({_KEYS})
 ORDER BY m.id
 """
+# facts an erasure before schema 31 left behind: consolidated (their job named), by no hand,
+# with no source left and their job erased (only an erasure deletes sources and jobs)
+LEFT_BEHIND = """
+SELECT m.id FROM agent_memory.memory_items m
+WHERE NOT m.direct AND m.source_job_id IS NOT NULL
+  AND NOT EXISTS (SELECT 1 FROM agent_memory.fact_sources s WHERE s.fact_id = m.id)
+  AND NOT EXISTS (SELECT 1 FROM agent_memory.consolidation_jobs j WHERE j.id = m.source_job_id)
+ORDER BY m.id
+"""
 REVIVE = """
 UPDATE agent_memory.memory_items
 SET superseded_at = NULL, superseded_by = NULL, superseded_by_job = NULL, valid_to = NULL,
@@ -153,6 +162,13 @@ async def learned(
     erasing ``scopes`` would remove it), by id. Reads only."""
     cur = await conn.execute(LEARNED, _keys_params(scopes))
     return [(int(r[0]), bool(r[1])) for r in await cur.fetchall()]
+
+
+async def left_behind(conn: psycopg.AsyncConnection[Any]) -> Erased:
+    """The facts earlier erasures left with no source (`LEFT_BEHIND`), as an erasure's facts
+    that lost their sources: `settle` then takes them, with their history."""
+    cur = await conn.execute(LEFT_BEHIND)
+    return Erased(sourced={int(r[0]) for r in await cur.fetchall()})
 
 
 def _fate(

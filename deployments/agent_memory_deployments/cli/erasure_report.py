@@ -1,5 +1,6 @@
-"""What ``agent-memory erase`` prints: each scope's counts, each level's facts learned from the
-erased conversations (their words only in a dry run), and what became of the files."""
+"""What ``agent-memory erase`` (and ``levels left-behind``) prints: each scope's counts, each
+level's facts learned from the erased conversations (their words only in a dry run), and what
+became of the files."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from agent_memory.db.vacuum import RELEASED
 from agent_memory_deployments.cli._app import console
 
 if TYPE_CHECKING:
+    from agent_memory.db.derived import Derived
+    from agent_memory.db.vacuum import Vacuumed
     from agent_memory.erasure import ErasureSummary
 
 
@@ -20,11 +23,17 @@ def print_erasure(summary: ErasureSummary) -> None:
     verb = "would erase" if summary.dry_run else "erased"
     for erased in summary.scopes:
         console.print(f"{verb} {erased.scope.label}: {_counts(erased.removed)}", highlight=False)
-    _print_derived(summary)
+    print_derived(summary.derived, summary.dry_run)
     if summary.dry_run:
         console.print("dry run: nothing was written", highlight=False)
         return
-    files = summary.files
+    print_files(summary.files)
+    if any(summary.orchestrator.values()):
+        console.print(f"Prefect: {_counts(summary.orchestrator)}", highlight=False)
+
+
+def print_files(files: Vacuumed) -> None:
+    """What became of the tables' files and the WAL."""
     if files.rewritten:
         console.print(f"rewritten (VACUUM FULL): {', '.join(files.rewritten)}", highlight=False)
     if files.vacuumed:
@@ -37,8 +46,6 @@ def print_erasure(summary: ErasureSummary) -> None:
         console.print(f"[yellow]not vacuumed: {table}: {why}[/]", highlight=False)
     if files.wal and files.wal != RELEASED:
         console.print(f"[yellow]WAL {files.wal} (docs/guarantees.md)[/]", highlight=False)
-    if any(summary.orchestrator.values()):
-        console.print(f"Prefect: {_counts(summary.orchestrator)}", highlight=False)
 
 
 # what each list of agent_memory.db.derived.Derived is called, as the erasure did or would
@@ -50,14 +57,14 @@ _FATES = {
 }
 
 
-def _print_derived(summary: ErasureSummary) -> None:
+def print_derived(derived: Derived, dry_run: bool) -> None:
     """Each level's facts learned from the erased conversations: what went and what stayed;
     their words only in a dry run (what the operator checks before erasing)."""
-    for level, fates in summary.derived.by_level().items():
+    for level, fates in derived.by_level().items():
         for what, facts in fates.items():
-            said = _FATES[what][summary.dry_run]
+            said = _FATES[what][dry_run]
             console.print(f"  {level.label}: {len(facts)} {said}", highlight=False)
-            for fact in facts if summary.dry_run else []:
+            for fact in facts if dry_run else []:
                 left = (
                     f" ({fact.sources_left} other source(s){', written by hand' * fact.by_hand})"
                     if what == "kept"

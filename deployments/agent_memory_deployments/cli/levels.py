@@ -1,5 +1,7 @@
 """The levels commands: ``levels refile`` moves facts written before levels of memory to the
-level consolidation would file them at today (docs/guide.md, "Levels of memory")."""
+level consolidation would file them at today (docs/guide.md, "Levels of memory");
+``levels left-behind`` lists, and erases, the facts earlier erasures left at a level with no
+source (docs/guarantees.md, "What an erasure removes")."""
 
 from __future__ import annotations
 
@@ -58,3 +60,35 @@ def refile(
         f"{report['kept']} kept (shown by a Store item)",
         highlight=False,
     )
+
+
+@levels_app.command("left-behind")
+def left_behind(
+    erase: Annotated[
+        bool, typer.Option("--erase", help="erase them (without it: list them, write nothing)")
+    ] = False,
+    yes: Annotated[bool, typer.Option("--yes", help="do not ask for confirmation")] = False,
+) -> None:
+    """The facts an erasure before schema 31 left at another level (the person's, an agent's
+    own) with no source: their conversations were erased, they were not. Lists them per level;
+    --erase erases them as an erasure now would (with their history), then vacuums."""
+    from agent_memory_deployments.cli.erasure_report import print_derived, print_files
+    from agent_memory_deployments.cli.manage import _with_manager
+
+    if erase and not yes and not typer.confirm("Erase the facts erasures left behind?"):
+        console.print("nothing erased")
+        raise typer.Exit(1)
+    try:
+        found = asyncio.run(
+            _with_manager(_settings(), lambda m: m.erase_left_behind(dry_run=not erase))
+        )
+    except AgentMemoryError as exc:
+        raise _fail(exc) from None
+    if not found.derived.gone:
+        console.print("no fact was left behind by an erasure")
+        return
+    print_derived(found.derived, found.dry_run)
+    if found.dry_run:
+        console.print("dry run: nothing was written (--erase erases them)", highlight=False)
+    else:
+        print_files(found.files)
