@@ -10,7 +10,9 @@ no source."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -299,3 +301,44 @@ def test_the_facts_an_earlier_erasure_left_behind_are_listed_then_erased(
     }
     again = runner.invoke(cli.app, ["levels", "left-behind"])
     assert "no fact was left behind by an erasure" in again.output
+
+
+def test_the_probes_sequence_through_the_command_line_leaves_no_row_with_the_marker(
+    database_url: str,
+    db: psycopg.Connection[Any],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """Finding 1 as the probe ran it: import two conversations, consolidate, erase the one
+    agent's scope of erase-me."""
+    from agent_memory_deployments import cli
+
+    monkeypatch.setenv("DATABASE_URL", database_url)
+    monkeypatch.setattr(cli.console, "width", 250)
+    history = tmp_path / "history.jsonl"
+    lines = [
+        {
+            "user_id": "erase-me",
+            "agent_id": "bar",
+            "occurred_at": "2026-03-01T09:30:00+00:00",
+            "messages": said(f"I'm a {MARK} enthusiast and I prefer {MARK} tea."),
+        },
+        {
+            "user_id": "keep-me",
+            "agent_id": "bar",
+            "occurred_at": "2026-03-01T09:30:00+00:00",
+            "messages": said(f"I'm a {OTHER} enthusiast and I prefer {OTHER} coffee."),
+        },
+    ]
+    history.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    runner = CliRunner()
+    for command in (
+        ["backfill", "import", str(history)],
+        ["consolidate"],
+        ["erase", "--user", "erase-me", "--agent", "bar", "--yes"],
+    ):
+        result = runner.invoke(cli.app, command)
+        assert result.exit_code == 0, (command, result.output)
+    assert "user=erase-me: 2 facts learned only there, erased" in result.output
+    assert holding(db, MARK) == {}
+    assert holding(db, OTHER)
