@@ -66,9 +66,9 @@ def admin_dsn(*, use_database_url: bool = True) -> tuple[str, Any]:
         return url, None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # platformdirs' XDG_RUNTIME_DIR warning on import
-        import pgserver
+        from agent_memory.db import embedded
 
-        server = pgserver.get_server(  # type: ignore[attr-defined]
+        server = embedded.start(
             Path(tempfile.mkdtemp(prefix="am-bench-")) / "pgdata", cleanup_mode="delete"
         )
     return str(server.get_uri()), server

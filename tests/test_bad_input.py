@@ -296,7 +296,7 @@ def test_sigterm_to_the_mcp_server_stops_the_embedded_server_it_used_last(
 
 
 @pytest.mark.system
-@pytest.mark.skipif(os.geteuid() != 0, reason="pgserver changes folder modes only as root")
+@pytest.mark.skipif(os.geteuid() != 0, reason="the embedded server changes modes only as root")
 def test_a_private_folder_above_the_data_directory_gets_the_search_bit_only(
     tmp_path: Path,
 ) -> None:

@@ -57,7 +57,7 @@ def with_params(url: str, **changes: str | None) -> str:
 @pytest.fixture
 def trusting_url(pg_server: dict[str, Any]) -> Iterator[str]:
     """A migrated database on the session's main server, which trusts local connections, as
-    pgserver makes them."""
+    the embedded server makes them."""
     name = f"t_{uuid.uuid4().hex[:12]}"
     with DatabaseJanitor(dbname=name, template_dbname=TEMPLATE, **pg_server):
         yield psycopg.conninfo.make_conninfo(

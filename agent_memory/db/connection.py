@@ -1,27 +1,18 @@
 """Finding the database: ``DATABASE_URL`` when set, otherwise an embedded PostgreSQL.
 
-The embedded server comes from the ``pgserver`` package (a real PostgreSQL 16 in a data
-directory, reached over a Unix socket). Processes that share a data directory share one server;
-it stops when the last of them lets go: pgserver counts its users by process id and drops one
-in an exit handler (:func:`release_embedded` lets go earlier, for a process that cannot wait for
-its exit handlers). Its superuser's password is a secret file in the data directory
-(:mod:`agent_memory.db.auth`), asked for once tenant mode is used. As root, pgserver runs
-PostgreSQL as its own system user, which must reach the data directory: every directory above
-it gets the search bit for others (``o+x``) where it lacks it, and nothing else (pgserver's own
-``g+rx,o+rx`` would make a private folder listable by everyone; see
-:func:`open_search_path`). Root's default data directory is under /var/lib rather than /root all
-the same (see settings.default_data_dir).
+The embedded server (:mod:`agent_memory.db.embedded`) is a real PostgreSQL 18 with pgvector
+0.8 in a data directory, reached over a Unix socket, shared by the processes that open that
+directory and stopped when the last of them lets go (:func:`release_embedded` lets go earlier,
+for a process that cannot wait for its exit handlers). Its superuser's password is a secret
+file in the data directory (:mod:`agent_memory.db.auth`), asked for once tenant mode is used.
+Root's default data directory is under /var/lib rather than /root (see
+settings.default_data_dir).
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import stat
 import threading
-import warnings
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,8 +21,7 @@ import psycopg
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from agent_memory.db import auth
-from agent_memory.errors import DatabaseUnavailableError
+from agent_memory.db import auth, embedded
 from agent_memory.redact import redact
 from agent_memory.settings import DatabaseSettings
 
@@ -154,7 +144,7 @@ def _embedded_dsn(settings: DatabaseSettings) -> str:
         server = _embedded.get(key)
         started = server is None
         if server is None:
-            server = _start_embedded(data_dir)
+            server = embedded.start(data_dir)
             _embedded[key] = server
         # the superuser's password (agent_memory.db.auth): ignored while the server trusts local
         # connections, asked for once tenant mode has made it ask
@@ -210,115 +200,12 @@ def secure(database: Database) -> None:
         auth.secure_embedded(data_dir, database.dsn)
 
 
-def pid_alive(pid: int) -> bool:
-    """True while process ``pid`` exists (someone else's counts)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process: alive
-        return True
-    return True
-
-
-def _forget_dead_users(data_dir: Path) -> None:
-    """Drop the processes that died without saying so from pgserver's list of the server's
-    users (``.handle_pids.json``): the last user to exit stops the server, and a process
-    killed with SIGKILL never leaves the list, so the server would run on for good."""
-    from pgserver.postgres_server import PostgresServer
-
-    users = data_dir / ".handle_pids.json"
-    with PostgresServer._lock:  # the lock pgserver itself takes around the list
-        try:
-            pids = json.loads(users.read_text())
-        except (OSError, ValueError):  # no list yet (or unreadable): pgserver starts afresh
-            return
-        alive = [pid for pid in pids if isinstance(pid, int) and pid_alive(pid)]
-        if alive != pids:
-            log.info("embedded PostgreSQL: forgetting %d dead user(s)", len(pids) - len(alive))
-            users.write_text(json.dumps(alive))
-
-
-def open_search_path(path: Path) -> None:
-    """Let another user (pgserver's system user, when running as root) reach ``path``: the
-    search bit for others on each directory above it that lacks it, and nothing else: a
-    folder of mode 700 becomes 701 (enter by exact name), never readable or listable.
-
-    Replaces pgserver's ``ensure_prefix_permissions``, which adds ``g+rx,o+rx``."""
-    for folder in path.parents:
-        mode = folder.stat().st_mode
-        if not mode & stat.S_IXOTH:
-            folder.chmod(stat.S_IMODE(mode) | stat.S_IXOTH)
-
-
-def _own_group(command: Callable[..., str]) -> Callable[..., str]:
-    """``command`` (a pgserver command) run in its system user's own group, without root's:
-    pgserver passes only ``user=``, so initdb and PostgreSQL would keep root's groups, reach
-    what root's group may, and need the group's search bit on root's folders too."""
-
-    def run(args: list[str], pgdata: Path | None = None, **kwargs: Any) -> str:
-        user = kwargs.get("user")
-        if user is not None and "group" not in kwargs:
-            import pwd
-
-            kwargs.update(group=pwd.getpwnam(user).pw_gid, extra_groups=[])
-        return command(args, pgdata, **kwargs)
-
-    run.own_group = True  # type: ignore[attr-defined]
-    return run
-
-
-def _as_its_own_user(module: Any) -> None:
-    """As root, pgserver runs PostgreSQL as its own system user: make that user's own group
-    its only one, and open only the search bit above the data directory (see the module)."""
-    if not hasattr(module, "ensure_prefix_permissions"):  # Windows: no system user
-        return
-    module.ensure_prefix_permissions = open_search_path
-    for name in ("initdb", "pg_ctl"):
-        command = getattr(module, name)
-        if not getattr(command, "own_group", False):
-            setattr(module, name, _own_group(command))
-
-
 def release_embedded() -> None:
     """Let go of the embedded servers this process started: each stops if this process was
-    its last user, as at a normal exit (pgserver's exit handler then finds nothing to do).
+    its last user, as at a normal exit (the package's exit handler then finds nothing to do).
     For a process that ends without running its exit handlers, or before they can run."""
     with _embedded_lock:
         servers = list(_embedded.values())
         _embedded.clear()
     for server in servers:
         server.cleanup()  # with cleanup_mode="stop": leave the data, stop if the last user
-
-
-def _start_embedded(data_dir: Path) -> Any:
-    try:
-        with warnings.catch_warnings():
-            # platformdirs warns about XDG_RUNTIME_DIR on import; irrelevant to a data dir we name
-            warnings.simplefilter("ignore")
-            import pgserver
-            import pgserver.postgres_server as pgserver_module
-    except ImportError as exc:  # pragma: no cover - a dependency of the package
-        raise DatabaseUnavailableError(
-            "no DATABASE_URL is set and the embedded server (pgserver) is not installed"
-        ) from exc
-    _as_its_own_user(pgserver_module)
-    try:
-        if hasattr(pgserver_module, "ensure_folder_permissions") and os.geteuid() == 0:
-            # pgserver opens bin/ and lib/ to its user; share/ (time zones, extensions) was
-            # reached through root's group, which the server no longer has
-            from pgserver._commands import POSTGRES_BIN_PATH
-
-            share = POSTGRES_BIN_PATH.parent / "share"
-            pgserver_module.ensure_folder_permissions(share, stat.S_IRGRP | stat.S_IROTH)
-        data_dir.parent.mkdir(parents=True, exist_ok=True)
-        _forget_dead_users(data_dir)
-        log.info("starting embedded PostgreSQL in %s", data_dir)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return pgserver.get_server(data_dir, cleanup_mode="stop")  # type: ignore[attr-defined]
-    except Exception as exc:
-        raise DatabaseUnavailableError(
-            f"could not start the embedded PostgreSQL in {data_dir}: {exc}. "
-            "Set DATABASE_URL to use another server."
-        ) from exc

@@ -29,7 +29,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from agent_memory.db.connection import pid_alive
+from agent_memory.db.embedded import pid_alive
 from agent_memory.errors import PrefectServerError
 from agent_memory.settings import PrefectSettings
 

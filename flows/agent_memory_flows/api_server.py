@@ -31,7 +31,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent_memory.db.connection import pid_alive
+from agent_memory.db.embedded import pid_alive
 from agent_memory.settings import PrefectSettings
 from agent_memory_flows.prefect_server import PrefectServer, start_prefect_server
 
