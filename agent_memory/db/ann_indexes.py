@@ -15,10 +15,12 @@ from agent_memory.models import Scope
 # Comparing the question with every vector of a scope costs time in proportion to the scope:
 # fine for the hundreds of facts most scopes hold, not for 10,000 facts or 100,000 messages.
 # pgvector's HNSW index answers "nearest first" approximately in about constant time, but one
-# index over every scope would return other scopes' rows first (pgvector 0.6 cannot filter
-# inside the index scan). So a large scope gets an index of its own, partial on its scope key
-# and model: built by the flows when the scope passes AGENT_MEMORY_EMBEDDING_ANN_MIN_ROWS,
-# recorded in ann_indexes, and read by inject for that scope only.
+# index over every scope would return other scopes' rows first. So a large scope gets an index
+# of its own, partial on its scope key and model: built by the flows when the scope passes
+# AGENT_MEMORY_EMBEDDING_ANN_MIN_ROWS, recorded in ann_indexes, and read by inject for that
+# scope only. Within a scope, a search's own filter (current facts, a date range) drops some of
+# the nearest the index returns: from pgvector 0.8 its iterative scan goes on until enough pass
+# (recall.vector_hits); an older pgvector returns what passes of the queue it read.
 
 _TABLES = {
     "facts": "fact_embeddings",
@@ -28,15 +30,21 @@ _TABLES = {
 
 class AnnIndex(NamedTuple):
     """A scope's own HNSW index (its rows in ``ann_indexes``): the vectors' dimensions, and the
-    scope's tag (a keyed hash of its key, sql/0019) and model its partial predicate names."""
+    scope's tag (a keyed hash of its key, sql/0019) and model its partial predicate names;
+    ``iterative``: the server's pgvector (0.8 or later) scans it iteratively, past its queue,
+    until enough rows pass the search's filter."""
 
     dims: int
     scope_tag: str
     model: str
+    iterative: bool = False
 
 
-ANN_DIMS = """
-SELECT dims, scope_tag FROM agent_memory.ann_indexes
+ANN_DIMS = r"""
+SELECT dims, scope_tag,
+       (SELECT (regexp_match(extversion, '^(\d+)\.(\d+)'))::int[] >= '{0,8}' FROM pg_extension
+        WHERE extname = 'vector') AS iterative
+FROM agent_memory.ann_indexes
 WHERE kind = %(kind)s AND model = %(model)s AND scope_tag IS NOT NULL
   AND scope_key = agent_memory.scope_key(%(user_id)s, %(agent_id)s, %(workflow_id)s)
 """
@@ -45,7 +53,7 @@ WHERE kind = %(kind)s AND model = %(model)s AND scope_tag IS NOT NULL
 def ann_index_steps(kind: str, scope: Scope, model: str) -> Steps[AnnIndex | None]:
     """The scope's own HNSW index of ``kind`` for ``model``, if it has one."""
     row = yield Run(ANN_DIMS, {**scope.as_dict(), "kind": kind, "model": model}, "one")
-    return AnnIndex(int(row[0]), str(row[1]), model) if row else None
+    return AnnIndex(int(row[0]), str(row[1]), model, bool(row[2])) if row else None
 
 
 ann_index, ann_index_sync = dual(ann_index_steps)

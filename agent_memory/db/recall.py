@@ -108,12 +108,17 @@ def vector_hits(
     ``queue``: one scope's index is read for this many nearest (an expression of the
     statement's parameters) instead of ``2 * candidates``, the scan's queue sized to match.
     """
+    passing = (table, where)
     if levels is None:
-        nearest = _nearest(embeddings, key, f"e.{SCOPE_MATCH}", ann, queue=queue)
+        nearest = _nearest(embeddings, key, f"e.{SCOPE_MATCH}", ann, queue=queue, passing=passing)
     else:
         share = sum(level is not None for level in levels)
         each = "\n                      UNION ALL ".join(
-            f"({_nearest(embeddings, key, f'e.scope_key = {level_key(n)}', level, share)})"
+            "("
+            + _nearest(
+                embeddings, key, f"e.scope_key = {level_key(n)}", level, share, None, passing
+            )
+            + ")"
             for n, level in enumerate(levels)
         )
         nearest = f"""SELECT id, distance FROM ({each}) AS each_level
@@ -139,10 +144,14 @@ def _nearest(
     ann: AnnIndex | None,
     share: int = 1,
     queue: str | None = None,
+    passing: tuple[str, str] | None = None,
 ) -> str:
     """One scope's ``2 * candidates`` nearest vectors (``scope``: the condition on ``e``);
-    through its index ``ann``, ``1 / share`` of them, or ``queue`` (see :func:`vector_hits`)."""
+    through its index ``ann``, ``1 / share`` of them, or ``queue`` (see :func:`vector_hits`).
+    ``passing``: the rows' table and the condition on them (alias ``m``) that the search keeps,
+    applied inside an iterative scan of ``ann``."""
     limit = "2 * %(candidates)s"
+    rows = ""
     if ann is None:
         distance = "e.embedding <=> %(vector)s::vector"
         match = f"{scope} AND e.model = %(model)s"
@@ -164,8 +173,20 @@ def _nearest(
             limit = sized
             match += f""" AND (SELECT set_config('hnsw.ef_search',
                                  least(1000, {limit})::text, true)) IS NOT NULL"""
+        if ann.iterative and passing is not None:
+            # pgvector 0.8: the scan goes on past its queue until the limit's rows pass the
+            # search's own filter (an iterative index scan, strict order, up to
+            # hnsw.max_scan_tuples), so a filter that drops most of the nearest (superseded
+            # facts, a date range) still finds the nearest that pass it. Set, like ef_search,
+            # for the statement's transaction, before the scan starts
+            # (the condition inside the row's own subquery, where its names are the row's)
+            table, where = passing
+            rows = f"""CROSS JOIN LATERAL (SELECT 1 FROM {table} m
+                                            WHERE m.id = e.{key} AND {where} OFFSET 0) AS kept"""
+            match += """ AND (SELECT set_config('hnsw.iterative_scan', 'strict_order', true))
+                              IS NOT NULL"""
     return f"""SELECT e.{key} AS id, {distance} AS distance
-                      FROM {embeddings} e
+                      FROM {embeddings} e {rows}
                       WHERE %(vector)s::text IS NOT NULL AND {match} AND {dims}
                       ORDER BY {distance} LIMIT {limit}"""
 
