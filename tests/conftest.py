@@ -56,7 +56,7 @@ from agent_memory.settings import (  # noqa: E402
 from tests.fake_llm import FakeLLM  # noqa: E402
 
 # the embedding tests' shared fixtures (embedded, stored_facts); a server for tenant mode
-pytest_plugins = ["tests.embedded", "tests.tenant_server"]
+pytest_plugins = ["tests.embedded", "tests.tenant_server", "tests.old_server"]
 
 TEMPLATE = "agent_memory_template"
 

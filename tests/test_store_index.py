@@ -83,7 +83,7 @@ def _url(settings: Settings) -> str:
 
 def _skip_without(vector_type: str, database_url: str) -> None:
     if vector_type == "halfvec" and not _has_halfvec(database_url):
-        pytest.skip("halfvec needs pgvector 0.7 or later; the embedded server has an older one")
+        pytest.skip("halfvec needs pgvector 0.7 or later; this server has an older one")
 
 
 def _config(

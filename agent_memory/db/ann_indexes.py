@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 
 import psycopg
 
+from agent_memory.db import pgvector
 from agent_memory.db.dual import Run, Steps, dual
 from agent_memory.db.embeddings import SCOPES, scopes_params
 from agent_memory.models import Scope
@@ -40,10 +41,9 @@ class AnnIndex(NamedTuple):
     iterative: bool = False
 
 
-ANN_DIMS = r"""
+ANN_DIMS = """
 SELECT dims, scope_tag,
-       (SELECT (regexp_match(extversion, '^(\d+)\.(\d+)'))::int[] >= '{0,8}' FROM pg_extension
-        WHERE extname = 'vector') AS iterative
+       (SELECT extversion FROM pg_extension WHERE extname = 'vector')
 FROM agent_memory.ann_indexes
 WHERE kind = %(kind)s AND model = %(model)s AND scope_tag IS NOT NULL
   AND scope_key = agent_memory.scope_key(%(user_id)s, %(agent_id)s, %(workflow_id)s)
@@ -53,7 +53,18 @@ WHERE kind = %(kind)s AND model = %(model)s AND scope_tag IS NOT NULL
 def ann_index_steps(kind: str, scope: Scope, model: str) -> Steps[AnnIndex | None]:
     """The scope's own HNSW index of ``kind`` for ``model``, if it has one."""
     row = yield Run(ANN_DIMS, {**scope.as_dict(), "kind": kind, "model": model}, "one")
-    return AnnIndex(int(row[0]), str(row[1]), model, bool(row[2])) if row else None
+    if not row:
+        return None
+    version = pgvector.parse(str(row[2] or ""))
+    iterative = pgvector.has(version, "iterative_scan")
+    if not iterative:
+        pgvector.tell_once(
+            version,
+            "iterative_scan",
+            "a search filtered by date or by current facts keeps what passes of the nearest"
+            " its HNSW index returns, and may find fewer than exist",
+        )
+    return AnnIndex(int(row[0]), str(row[1]), model, iterative)
 
 
 ann_index, ann_index_sync = dual(ann_index_steps)

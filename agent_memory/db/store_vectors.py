@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from psycopg import sql
 
+from agent_memory.db import pgvector
 from agent_memory.db.dual import Run, Steps
 from agent_memory.db.store import Row, namespace_params
 from agent_memory.db.store_ttl import ident, live
@@ -142,8 +143,7 @@ WHERE a.name = 'vector'""",
     )
     if row is None or row[0] is None:
         return None
-    version = tuple(int(part) for part in str(row[0]).split(".") if part.isdigit())
-    return version, bool(row[1])
+    return pgvector.parse(str(row[0])), bool(row[1])
 
 
 def create_extension_steps() -> Steps[None]:

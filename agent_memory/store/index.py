@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any, cast
 from langgraph.store.base import IndexConfig, SearchItem, SearchOp
 from langgraph.store.base.embed import ensure_embeddings, get_text_at_path, tokenize_path
 
+from agent_memory.db import pgvector, store_vectors
 from agent_memory.db import store as store_repo
-from agent_memory.db import store_vectors
 from agent_memory.db.dual import Steps, Transaction, run_async, run_sync
 from agent_memory.errors import ConfigurationError
 from agent_memory.store.plan import Write
@@ -175,10 +175,9 @@ class StoreIndex:
                 "the store's index needs pgvector, which this PostgreSQL server does not have"
             )
         version, installed = found
-        if self.vector_type == "halfvec" and version < (0, 7):
+        if self.vector_type == "halfvec" and not pgvector.has(version, "halfvec"):
             raise ConfigurationError(
-                f"index vector_type 'halfvec' needs pgvector 0.7 or later; this server has"
-                f" {'.'.join(map(str, version))}"
+                f"index vector_type 'halfvec': {pgvector.lacking(version, 'halfvec')}"
             )
         if not installed:
             yield Transaction(store_vectors.create_extension_steps())
