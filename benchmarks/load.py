@@ -1,4 +1,5 @@
 """python -m benchmarks.load [--quick] [--agents N] [--turns N] [--think-ms MS] [--pool N]
+                            [--no-cpu] [--no-capacity]
 
 A load test: N simulated agents, each doing inject then record for T turns (with a think time
 between the two, standing in for the agent's own LLM call), while a second process runs the
@@ -22,6 +23,11 @@ First, in a database of its own and with nothing else of this run going, where a
 goes (benchmarks/turn_cpu.py, issue 40): CPU per default inject and per record, client and
 server, per statement, at 600 facts and 3,000 messages a scope (--quick: smaller), under
 ``cpu_per_turn``; --no-cpu leaves it out.
+
+Last, under ``capacity``, the turns per second per core that keep inject's p99 within 20 ms:
+the same test at 5 to 50 agents, 60 turns each (--quick: 2 and 5 agents, 10 turns), the most
+turns per second of a step that kept the bound, divided by this machine's cores
+(benchmarks/_load_capacity.py); --no-capacity leaves it out.
 """
 
 from __future__ import annotations
@@ -46,7 +52,7 @@ from pydantic import SecretStr
 from agent_memory import MemoryManager
 from agent_memory.models import Scope
 from agent_memory.settings import DatabaseSettings, Settings
-from benchmarks import turn_cpu
+from benchmarks import _load_capacity, turn_cpu
 from benchmarks._common import ROOT, bench_database, emit, parser, prefect_server, summary
 
 FLOWS_NICE = 10  # the flows' process runs at this lower CPU priority (see start_flows)
@@ -255,6 +261,9 @@ def main(argv: list[str] | None = None) -> int:
     cli.add_argument("--think-ms", type=float, default=100.0)
     cli.add_argument("--pool", type=int, default=None, help="default: one per agent")
     cli.add_argument("--no-cpu", action="store_true", help="leave out cpu_per_turn")
+    cli.add_argument(
+        "--no-capacity", action="store_true", help="leave out the sweep of agent counts"
+    )
     cli.add_argument("--flows-until", type=Path, default=None, help=argparse.SUPPRESS)
     args = cli.parse_args(argv)
     if args.flows_until is not None:  # the flows' process
@@ -278,6 +287,10 @@ def main(argv: list[str] | None = None) -> int:
                 pool=args.pool,
             )
         )
+        if not args.no_capacity:
+            steps = _load_capacity.QUICK_STEPS if args.quick else _load_capacity.FULL_STEPS
+            turns = 10 if args.quick else 60
+            result["capacity"] = asyncio.run(_load_capacity.sweep(dsn, steps, turns, args.think_ms))
     full = args.agents >= 50 and args.turns >= 200
     result["pass"] = ok(result) and (not full or result["inject_under_load"]["p99_ms"] <= 10)
     if cpu is not None:  # its bound is reported beside ("within_bound"), not yet judged here

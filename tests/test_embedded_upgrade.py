@@ -39,6 +39,11 @@ def written(tmp_path: Path) -> Iterator[tuple[Path, dict[str, Any], str]]:
         before = held(url)
     assert major(data_dir) == 16
     yield data_dir, before, tenant
+    let_go(data_dir)
+
+
+def let_go(data_dir: Path) -> None:
+    """Stop this process's server of ``data_dir`` (only that one: the session has others)."""
     server = connection._embedded.pop(str(data_dir.resolve()), None)
     if server is not None:
         server.cleanup()
@@ -79,7 +84,7 @@ def test_a_previous_release_directory_opens_with_everything_in_it(
 ) -> None:
     data_dir, before, tenant = written
     assert_all_there(data_dir, before, tenant)
-    connection.release_embedded()
+    let_go(data_dir)
     assert_all_there(data_dir, before, tenant)  # and again, as any later start
 
 

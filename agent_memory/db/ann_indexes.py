@@ -21,7 +21,7 @@ from agent_memory.models import Scope
 # AGENT_MEMORY_EMBEDDING_ANN_MIN_ROWS, recorded in ann_indexes, and read by inject for that
 # scope only. Within a scope, a search's own filter (current facts, a date range) drops some of
 # the nearest the index returns: from pgvector 0.8 its iterative scan goes on until enough pass
-# (recall.vector_hits); an older pgvector returns what passes of the queue it read.
+# (nearest.vector_hits); an older pgvector returns what passes of the queue it read.
 
 _TABLES = {
     "facts": "fact_embeddings",

@@ -32,7 +32,7 @@ _embedded: dict[str, Any] = {}
 
 # The agent's hot path (inject, search, record, the Store) runs a few statements over and over,
 # each written so that one plan serves every scope and question (it reads by primary key, by
-# scope and through indexes whatever the parameters are: see fulltext.text_hits, recall.by_id).
+# scope and through indexes whatever the parameters are: see fulltext.text_hits, nearest.by_id).
 # PostgreSQL would still plan them anew on every call: it keeps a prepared statement's generic
 # plan only while that plan's estimated cost is no higher than the custom plans', which an
 # estimate blind to the parameters seldom is, and planning a ranking statement costs more than

@@ -17,16 +17,15 @@ from agent_memory.db.facts import top_params
 from agent_memory.db.fragments import importance_on
 from agent_memory.db.fulltext import text_hits
 from agent_memory.db.levels import LEVELS_MATCH, level_key, levels_params, merged
+from agent_memory.db.nearest import NO_VECTOR_HITS, vector_hits
 from agent_memory.db.query_vector import QueryVector
 from agent_memory.db.recall import (
     EMBEDDINGS,
     FACTS,
-    NO_VECTOR_HITS,
     Ranked,
     current,
     fetch_ranking_steps,
     rank,
-    vector_hits,
 )
 from agent_memory.models import Scope
 
@@ -63,7 +62,7 @@ def ranked_levels_text(levels: int) -> str:
 @functools.lru_cache(maxsize=1024)
 def ranked_levels_hybrid(anns: tuple[AnnIndex | None, ...]) -> str:
     """:data:`agent_memory.db.recall.RANKED_HYBRID` over levels, one entry of ``anns`` per
-    level read: that level's own HNSW index, or None (see recall.vector_hits)."""
+    level read: that level's own HNSW index, or None (see nearest.vector_hits)."""
     hits = vector_hits(FACTS, EMBEDDINGS, "fact_id", _CURRENT_LEVELS, levels=anns)
     return rank(hits, *_level_parts(len(anns)), origin=_ORIGIN)
 

@@ -24,13 +24,9 @@ from agent_memory.db.dual import Steps, dual
 from agent_memory.db.fragments import SCOPE_MATCH
 from agent_memory.db.fulltext import text_hits
 from agent_memory.db.fusion import DEFAULT_FUSION, FUSED, Fusion
+from agent_memory.db.nearest import NO_VECTOR_HITS, by_id, vector_hits
 from agent_memory.db.query_vector import QueryVector
-from agent_memory.db.recall import (
-    NO_VECTOR_HITS,
-    by_id,
-    fetch_ranking_steps,
-    vector_hits,
-)
+from agent_memory.db.recall import fetch_ranking_steps
 from agent_memory.decay import day_index
 from agent_memory.models import Reply, Scope, Snippet
 
