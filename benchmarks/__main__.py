@@ -18,6 +18,8 @@ run (see each module's docstring):
                   goes (client and server, per statement)
 * record        - what one record costs PostgreSQL (time, CPU, WAL) against a bare INSERT
 * store         - the LangGraph Store operations against LangGraph's PostgresStore
+* quantized     - an HNSW index of halfvec, or of binary quantization re-ranked, against one
+                  of vector: time per question and recall@10 against the exact nearest
 
 --quick runs every section at its small size (a CI smoke run); the default is the full size
 the README's bounds apply to. The exit status is 1 when a section fails or misses a bound; at
@@ -49,6 +51,7 @@ SECTIONS = (
     "load",
     "record",
     "store",
+    "quantized",
 )
 
 

@@ -5,7 +5,8 @@ N facts (default 10,000) into each of five scopes of a fresh database (the embed
 PostgreSQL unless DATABASE_URL is set; agent_memory_bench_levels, created and dropped): the
 workflow (user-0, agent-0, wf-0), the person with the agent (user-0, agent-0), the person
 (user-0), a sibling (user-0, agent-1) and another user (user-1). Each fact is embedded by the
-bundled model and each scope gets its own HNSW index, as the flows would leave them. Then, on
+bundled model, each scope's word counts are folded and each scope gets its own HNSW index, as
+the flows would leave them. Then, on
 one connection, interleaved in rounds:
 
 * one_level    - the ranking of the workflow's own facts (share=exact): recall.RANKED_HYBRID
@@ -24,7 +25,7 @@ import sys
 from datetime import date
 from typing import Any
 
-from agent_memory.db import ann_indexes, fusion, level_reads, recall
+from agent_memory.db import ann_indexes, fusion, level_reads, recall, term_counts
 from agent_memory.db import embeddings as embedding_repo
 from agent_memory.db import facts as fact_repo
 from agent_memory.decay import today
@@ -75,27 +76,37 @@ def _params(text: str | None, day: date) -> dict[str, Any]:
     )
 
 
+def _load(conn: Any, dsn: str, per_scope: int) -> None:
+    """The five scopes' facts, embedded, their word counts folded, each with its index."""
+    conn.execute(
+        LOAD_LEVELS,
+        {
+            "facts": per_scope * len(SCOPES),
+            "scopes": len(SCOPES),
+            "users": [s.user_id for s in SCOPES],
+            "agents": [s.agent_id for s in SCOPES],
+            "workflows": [s.workflow_id for s in SCOPES],
+        },
+    )
+    conn.execute("VACUUM ANALYZE agent_memory.memory_items")
+    reason = embedding_repo.ensure(conn)
+    if reason is not None:
+        raise SystemExit(f"pgvector is needed: {reason}")
+    embed_locally(conn, "memory_items", "fact_embeddings", "fact_id")
+    # each fact's word counts folded into its scope's, as the consolidation flow leaves
+    # them: unfolded, a level's statistics are read from one row per fact, and three
+    # levels cost three times that
+    conn.execute(term_counts.COMPACT_ALL)
+    conn.execute("VACUUM ANALYZE agent_memory.fact_embeddings")
+    conn.execute("VACUUM ANALYZE agent_memory.term_counts")
+    build_ann_indexes(dsn, "facts", list(SCOPES), EMBED_MODEL)
+
+
 def run(per_scope: int, iterations: int) -> dict[str, Any]:
     levels = WORKFLOW.levels("user")
     assert len(levels) == 3
     with bench_database(BENCH_DB) as (_admin, dsn), agent_connection(dsn) as conn:
-        conn.execute(
-            LOAD_LEVELS,
-            {
-                "facts": per_scope * len(SCOPES),
-                "scopes": len(SCOPES),
-                "users": [s.user_id for s in SCOPES],
-                "agents": [s.agent_id for s in SCOPES],
-                "workflows": [s.workflow_id for s in SCOPES],
-            },
-        )
-        conn.execute("VACUUM ANALYZE agent_memory.memory_items")
-        reason = embedding_repo.ensure(conn)
-        if reason is not None:
-            raise SystemExit(f"pgvector is needed: {reason}")
-        embed_locally(conn, "memory_items", "fact_embeddings", "fact_id")
-        conn.execute("VACUUM ANALYZE agent_memory.fact_embeddings")
-        build_ann_indexes(dsn, "facts", list(SCOPES), EMBED_MODEL)
+        _load(conn, dsn, per_scope)
         anns = [ann_indexes.ann_index_sync(conn, "facts", s, EMBED_MODEL) for s in levels]
 
         from agent_memory.local_embedding import load

@@ -88,8 +88,8 @@ def prepare(data_dir: Path, target: int, bins: dict[int, Path], user: str | None
     crash interrupted, then upgrade a cluster of an older major that ``bins`` has binaries
     for. Refuses, naming it, a directory of a major it cannot open."""
     layout = Layout(data_dir)
-    if major(data_dir) == target and not layout.work.exists() and not layout.backup.exists():
-        return  # the common case, without taking the lock
+    if major(data_dir) in (target, None) and not (layout.work.exists() or layout.backup.exists()):
+        return  # a directory of this major, or a new one: nothing to upgrade, no lock to take
     with _locked(layout):
         recover(layout, user)
         found = major(data_dir)
@@ -107,8 +107,14 @@ def prepare(data_dir: Path, target: int, bins: dict[int, Path], user: str | None
 @contextlib.contextmanager
 def _locked(layout: Layout) -> Iterator[None]:
     """One process at a time upgrades a data directory (the others wait, then find it done)."""
-    import fcntl
+    try:
+        import fcntl
+    except ImportError:  # Windows: the package's own lock file
+        import fasteners  # type: ignore[import-untyped]
 
+        with fasteners.InterProcessLock(str(layout.lock)):
+            yield
+        return
     with open(layout.lock, "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)  # let go by the kernel if this process dies
         try:
