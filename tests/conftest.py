@@ -43,8 +43,6 @@ from pytest_postgresql.janitor import DatabaseJanitor  # noqa: E402
 
 from agent_memory.db import embedded  # noqa: E402
 from agent_memory.db.connection import configure_embedded  # noqa: E402
-from agent_memory.db.migrations import ensure_decay_policy, migrate  # noqa: E402
-from agent_memory.decay import DecayPolicy  # noqa: E402
 from agent_memory.manager import MemoryManager  # noqa: E402
 from agent_memory.settings import (  # noqa: E402
     DatabaseSettings,
@@ -54,6 +52,7 @@ from agent_memory.settings import (  # noqa: E402
     use_settings,
 )
 from tests.fake_llm import FakeLLM  # noqa: E402
+from tests.templates import migrated_template  # noqa: E402
 
 # the embedding tests' shared fixtures (embedded, stored_facts); a server for tenant mode
 pytest_plugins = ["tests.embedded", "tests.tenant_server", "tests.old_server"]
@@ -70,13 +69,8 @@ def pg_server() -> Iterator[dict[str, Any]]:
     conn = {"user": "postgres", "host": str(info.socket_dir), "port": info.port}
     with psycopg.connect(dbname="postgres", autocommit=True, **conn) as c:
         configure_embedded(c)  # as the library's embedded server is set up
-    template = DatabaseJanitor(dbname=TEMPLATE, as_template=True, **conn)
-    template.init()
-    with psycopg.connect(dbname=TEMPLATE, autocommit=True, **conn) as c:
-        migrate(c)
-        ensure_decay_policy(c, DecayPolicy.of(MemorySettings()))
-    yield conn
-    template.drop()
+    with migrated_template(TEMPLATE, conn):
+        yield conn
     server.cleanup()
 
 

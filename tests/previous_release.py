@@ -57,6 +57,17 @@ def previous_server(data_dir: Path) -> Iterator[str]:
         server.cleanup()
 
 
+def settings_on(url: str, ann_min_rows: int) -> Settings:
+    """The tests' settings on the server at ``url``: the offline extractor, no drain on a
+    clock, a scope's HNSW indexes from ``ann_min_rows`` vectors."""
+    return Settings(
+        db=DatabaseSettings(url=url, pool_min_size=1, pool_max_size=4),
+        llm=LLMSettings(model=None),
+        memory=MemorySettings(index_after_s=0),
+        embedding=EmbeddingSettings(ann_min_rows=ann_min_rows),
+    )
+
+
 def _agent(state: dict[str, Any]) -> dict[str, Any]:
     return {"messages": [AIMessage("Noted.")]}
 
@@ -66,12 +77,7 @@ async def fill(url: str, data_dir: Path) -> str:
     vectors, messages and theirs, the scope's own HNSW indexes, a Store item, a checkpointed
     thread, and a tenant with its password (tenant mode on: every role asks for one). The
     tenant's URL."""
-    settings = Settings(
-        db=DatabaseSettings(url=url, pool_min_size=1, pool_max_size=4),
-        llm=LLMSettings(model=None),
-        memory=MemorySettings(index_after_s=0),
-        embedding=EmbeddingSettings(ann_min_rows=5),
-    )
+    settings = settings_on(url, ann_min_rows=5)
     use_settings(settings)
     try:
         async with await MemoryManager.create(settings=settings) as manager:

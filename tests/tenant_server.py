@@ -16,6 +16,8 @@ import psycopg
 import pytest
 from pytest_postgresql.janitor import DatabaseJanitor
 
+from tests.templates import migrated_template
+
 TEMPLATE = "agent_memory_tenant_template"
 
 
@@ -23,9 +25,7 @@ TEMPLATE = "agent_memory_tenant_template"
 def secure_pg_server(pg_server: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """The connection parameters of the owner (the superuser, with its password)."""
     from agent_memory.db import connection
-    from agent_memory.db.migrations import ensure_decay_policy, migrate
-    from agent_memory.decay import DecayPolicy
-    from agent_memory.settings import DatabaseSettings, MemorySettings
+    from agent_memory.settings import DatabaseSettings
 
     data_dir = Path(tempfile.mkdtemp(prefix="agent-memory-tenant-pg-")) / "pgdata"
     database = connection.resolve(DatabaseSettings(data_dir=data_dir))
@@ -37,13 +37,8 @@ def secure_pg_server(pg_server: dict[str, Any]) -> Iterator[dict[str, Any]]:
         "port": str(params.get("port") or 5432),
         "password": str(params["password"]),
     }
-    template = DatabaseJanitor(dbname=TEMPLATE, as_template=True, **conn)
-    template.init()
-    with psycopg.connect(dbname=TEMPLATE, autocommit=True, **conn) as c:
-        migrate(c)
-        ensure_decay_policy(c, DecayPolicy.of(MemorySettings()))
-    yield conn
-    template.drop()
+    with migrated_template(TEMPLATE, conn):
+        yield conn
     server = connection._embedded.pop(str(data_dir.resolve()), None)
     if server is not None:
         server.cleanup()

@@ -20,15 +20,12 @@ from agent_memory.embedding import make_embedder
 from agent_memory.errors import ConfigurationError
 from agent_memory.models import Scope
 from agent_memory.settings import (
-    DatabaseSettings,
-    EmbeddingSettings,
-    LLMSettings,
-    MemorySettings,
     Settings,
     use_settings,
 )
 from agent_memory.store import AgentMemoryStore
 from agent_memory.stored_embeddings import embed_snippets, ensure_ann_indexes
+from tests.previous_release import settings_on
 from tests.test_store_index import CharacterEmbeddings, _config
 from tests.vectors import embed_all
 
@@ -38,12 +35,7 @@ MARCH = datetime(2026, 3, 2, tzinfo=UTC)
 
 @pytest.fixture
 def old_settings(old_database_url: str) -> Settings:
-    s = Settings(
-        db=DatabaseSettings(url=old_database_url, pool_min_size=1, pool_max_size=4),
-        llm=LLMSettings(model=None),
-        memory=MemorySettings(index_after_s=0),
-        embedding=EmbeddingSettings(ann_min_rows=10),
-    )
+    s = settings_on(old_database_url, ann_min_rows=10)
     use_settings(s)
     yield s  # type: ignore[misc]
     use_settings(None)
