@@ -171,7 +171,7 @@ async def ensure_ann_indexes_of(
     ) as conn:
         for d in due:
             name = await ann_indexes.build_ann_index(
-                conn, d.kind, d.scope_key, d.dims, embedder.model
+                conn, d.kind, d.scope_key, d.dims, embedder.model, embedder.settings.ann_vector_type
             )
             built.append((scopes[d.place], name))
     return built

@@ -12,8 +12,9 @@ It checks what must hold under load and prints JSON:
 * no lost episodes: every record returned an id, and the database holds exactly those episodes,
   all consolidated at the end;
 * no deadlocks: pg_stat_database.deadlocks did not move;
-* inject latency p50/p99 as the agents saw it (bound at full size: p99 <= 10 ms), beside the
-  same agents' inject latency with no flows running, measured first in the same run.
+* inject and record latency p50/p99 as the agents saw them (bounds at full size, issue 52: p99
+  <= 20 ms and <= 10 ms), beside the same agents' inject latency with no flows running,
+  measured first in the same run.
 
 Full size: 50 agents x 200 turns; --quick: 10 x 20 (the CI test runs a smaller size still).
 Connections: the agents share one MemoryManager, so one pool of --pool connections (default:
@@ -55,6 +56,8 @@ from agent_memory.settings import DatabaseSettings, Settings
 from benchmarks import _load_capacity, turn_cpu
 from benchmarks._common import ROOT, bench_database, emit, parser, prefect_server, summary
 
+# p99 under load, with the flows running, at 50 agents x 200 turns (issue 52)
+BOUNDS_MS = {"inject": 20.0, "record": 10.0}
 FLOWS_NICE = 10  # the flows' process runs at this lower CPU priority (see start_flows)
 TOPICS = ("Python", "Go", "PostgreSQL", "Kubernetes", "Airflow", "dbt", "Redis", "Kafka")
 
@@ -206,14 +209,7 @@ async def run_load(
         final = await manager.consolidate()
     finally:
         await manager.close()
-    with psycopg.connect(dsn) as conn:
-        stored = conn.execute(
-            "SELECT count(*), count(*) FILTER (WHERE consolidated) FROM agent_memory.episodes"
-            " WHERE id = ANY(%s)",
-            (busy.episode_ids,),
-        ).fetchone()
-        total = conn.execute("SELECT count(*) FROM agent_memory.episodes").fetchone()
-    assert stored is not None and total is not None
+    stored, total = _stored(dsn, busy.episode_ids)
     expected = agents_count * turns
     busy_inject = percentiles(busy.inject_ms)
     return {
@@ -238,8 +234,35 @@ async def run_load(
         "inject_idle": percentiles(idle.inject_ms),
         "inject_under_load": busy_inject,
         "record_under_load": percentiles(busy.record_ms),
-        "bounds": {"inject_under_load_p99_ms": "<= 10 (full size)", "errors": 0, "lost": 0},
+        "bounds": {
+            "inject_under_load_p99_ms": f"<= {BOUNDS_MS['inject']:g} (full size)",
+            "record_under_load_p99_ms": f"<= {BOUNDS_MS['record']:g} (full size)",
+            "errors": 0,
+            "lost": 0,
+        },
     }
+
+
+def _stored(dsn: str, ids: list[int]) -> tuple[tuple[int, int], tuple[int]]:
+    """Of the episodes ``ids``: how many the database holds and how many are consolidated;
+    and how many episodes it holds in all."""
+    with psycopg.connect(dsn) as conn:
+        stored = conn.execute(
+            "SELECT count(*), count(*) FILTER (WHERE consolidated) FROM agent_memory.episodes"
+            " WHERE id = ANY(%s)",
+            (ids,),
+        ).fetchone()
+        total = conn.execute("SELECT count(*) FROM agent_memory.episodes").fetchone()
+    assert stored is not None and total is not None
+    return (int(stored[0]), int(stored[1])), (int(total[0]),)
+
+
+def within_bounds(result: dict[str, Any]) -> bool:
+    """Whether the latencies under load kept issue 52's bounds (judged at full size)."""
+    return bool(
+        result["inject_under_load"]["p99_ms"] <= BOUNDS_MS["inject"]
+        and result["record_under_load"]["p99_ms"] <= BOUNDS_MS["record"]
+    )
 
 
 def ok(result: dict[str, Any]) -> bool:
@@ -292,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
             turns = 10 if args.quick else 60
             result["capacity"] = asyncio.run(_load_capacity.sweep(dsn, steps, turns, args.think_ms))
     full = args.agents >= 50 and args.turns >= 200
-    result["pass"] = ok(result) and (not full or result["inject_under_load"]["p99_ms"] <= 10)
+    result["pass"] = ok(result) and (not full or within_bounds(result))
     if cpu is not None:  # its bound is reported beside ("within_bound"), not yet judged here
         result["cpu_per_turn"] = cpu
     return emit(result)

@@ -10,6 +10,7 @@ import re
 from typing import Any
 
 import psycopg
+import pytest
 from langchain_core.messages import HumanMessage
 
 from agent_memory import MemoryManager
@@ -19,6 +20,7 @@ from agent_memory.db import recall as recall_repo
 from agent_memory.db import snippets as snippet_repo
 from agent_memory.decay import today
 from agent_memory.embedding import make_embedder
+from agent_memory.errors import ConfigurationError
 from agent_memory.models import Scope
 from agent_memory.settings import EmbeddingSettings, Settings
 from agent_memory.stored_embeddings import embed_snippets, ensure_ann_indexes
@@ -56,9 +58,13 @@ async def test_a_large_scope_gets_its_own_index_and_inject_reads_it(
         assert await ensure_ann_indexes(pool, embedder, BIG) == []  # once
         assert await ensure_ann_indexes(pool, embedder, SMALL) == []  # 10 facts: too few
         rows = db.execute(
-            "SELECT kind, model, dims FROM agent_memory.ann_indexes ORDER BY kind"
+            "SELECT kind, model, dims, vector_type FROM agent_memory.ann_indexes ORDER BY kind"
         ).fetchall()
-        assert rows == [("facts", embedder.model, 256), ("snippets", embedder.model, 256)]
+        # pgvector 0.8 here: the index holds the vectors at half precision (the default, auto)
+        assert rows == [
+            ("facts", embedder.model, 256, "halfvec"),
+            ("snippets", embedder.model, 256, "halfvec"),
+        ]
         for name in built:  # valid, and partial on the scope, which it names by tag only
             index = db.execute(
                 "SELECT indisvalid, pg_get_indexdef(indexrelid) FROM pg_index"
@@ -72,9 +78,11 @@ async def test_a_large_scope_gets_its_own_index_and_inject_reads_it(
                 "SELECT agent_memory.scope_tag(agent_memory.scope_key('big', 'assistant', NULL))"
             ).fetchone() or (None,)
             assert f"scope_tag = '{tag}'" in index[1]
+            assert "(embedding)::halfvec(256)) halfvec_cosine_ops" in index[1]
 
         ann = ann_indexes.ann_index_sync(db, "facts", BIG, embedder.model)
         assert ann is not None and ann.dims == 256 and ann.model == embedder.model
+        assert ann.vector_type == "halfvec"
         # the planner can use the scope's index for its nearest facts (at 64 facts comparing
         # all is cheaper, so sorting is priced out here, as at scale its cost does)
         vector = embedder.embed_sync(["Which instrument do I play?"])[0]
@@ -222,3 +230,72 @@ async def test_a_run_whose_scope_grows_past_the_threshold_builds_its_index_and_e
     assert summary["completed"] == 1 and summary["failed"] == 0
     kinds = db.execute("SELECT kind FROM agent_memory.ann_indexes ORDER BY kind").fetchall()
     assert ("snippets",) in kinds  # built by the run, once it had let go of its claims
+
+
+async def test_a_halfvec_index_finds_what_a_vector_one_does_with_the_whole_vectors_scores(
+    settings: Settings, db: psycopg.Connection[Any]
+) -> None:
+    # the same scope's messages under an index of each type, built in turn (the setting
+    # AGENT_MEMORY_EMBEDDING_ANN_VECTOR_TYPE): the same rows found, scored by the whole
+    # vectors whichever type the index holds them as
+    found: dict[str, list[tuple[int | None, float]]] = {}
+    question = "Which instrument do I play?"
+    for held in ("vector", "halfvec"):
+        tuned = settings.model_copy(
+            update={"embedding": EmbeddingSettings(ann_min_rows=50, ann_vector_type=held)}
+        )
+        manager = await MemoryManager.create(settings=tuned, migrate=False)
+        try:
+            if held == "vector":
+                for n in range(8):
+                    await manager.record(
+                        BIG, [HumanMessage(f"We talked about {t} {n}.") for t in TOPICS]
+                    )
+            embedder = make_embedder(tuned.embedding)
+            assert embedder is not None
+            pool = await manager.backend.apool()
+            await embed_snippets(pool, embedder)
+            for (name,) in db.execute("DELETE FROM agent_memory.ann_indexes RETURNING name"):
+                db.execute(f"DROP INDEX agent_memory.{name}")  # the other type's, built first
+            assert await ensure_ann_indexes(pool, embedder, BIG)
+            ann = ann_indexes.ann_index_sync(db, "snippets", BIG, embedder.model)
+            assert ann is not None and ann.vector_type == held
+            params = snippet_repo.search_params(BIG, question, on=today(), limit=10, candidates=20)
+            params["model"] = embedder.model
+            vector = embedder.embed_sync([question])[0]
+            with db.transaction():
+                db.execute("SET LOCAL enable_sort = off")  # the index, not a sort of them all
+                plan = "\n".join(
+                    r[0]
+                    for r in db.execute(
+                        "EXPLAIN " + snippet_repo.search_hybrid_ann(ann),
+                        {**params, "vector": embedding_repo.vector_text(vector)},
+                        prepare=False,
+                    )
+                )
+            (name,) = db.execute(
+                "SELECT name FROM agent_memory.ann_indexes WHERE kind = 'snippets'"
+            ).fetchone() or ("",)
+            assert str(name) in plan
+            found[held] = [
+                (s.id, s.score) for s in snippet_repo.search_sync(db, params, vector, ann)
+            ]
+        finally:
+            await manager.close()
+    assert found["halfvec"] == found["vector"] and len(found["vector"]) == 10
+
+
+async def test_an_index_of_vectors_too_wide_for_halfvec_is_refused_or_kept_whole(
+    db: psycopg.Connection[Any],
+) -> None:
+    async with await psycopg.AsyncConnection.connect(db.info.dsn, autocommit=True) as conn:
+        assert await ann_indexes.index_vector_type(conn, "auto", 256) == "halfvec"
+        assert await ann_indexes.index_vector_type(conn, "auto", 4096) == "vector"
+        with pytest.raises(ConfigurationError) as refused:
+            await ann_indexes.index_vector_type(conn, "halfvec", 4096)
+        assert str(refused.value) == (
+            "AGENT_MEMORY_EMBEDDING_ANN_VECTOR_TYPE 'halfvec': an HNSW index of halfvec takes up"
+            " to 4000 dimensions; these vectors have 4096"
+        )
+        with pytest.raises(ConfigurationError, match="'float16' is not one of"):
+            await ann_indexes.index_vector_type(conn, "float16", 256)

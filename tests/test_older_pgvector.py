@@ -77,13 +77,18 @@ async def test_memory_works_with_pgvector_0_6_and_says_what_it_does_without_0_8(
         await ensure_ann_indexes(pool, embedder, SCOPE)  # if the flow has not built it yet
         async with pool.connection() as conn:
             ann = await ann_indexes.ann_index(conn, "snippets", SCOPE, embedder.model)
-        assert ann is not None and not ann.iterative
+        assert ann is not None and not ann.iterative and ann.vector_type == "vector"
         logging.getLogger(pgvector.__name__).removeHandler(handler)
         lines = [line for line in told if "iterative" in line]
         assert lines == [  # once, however often the index was looked up
             "an iterative index scan (hnsw.iterative_scan) needs pgvector 0.8 or later; this"
             " server has 0.6.2: a search filtered by date or by current facts keeps what passes"
             " of the nearest its HNSW index returns, and may find fewer than exist"
+        ]
+        # the index holds the whole vectors (AGENT_MEMORY_EMBEDDING_ANN_VECTOR_TYPE=auto)
+        assert [line for line in told if "halfvec" in line] == [
+            "the halfvec type needs pgvector 0.7 or later; this server has 0.6.2: a scope's"
+            " HNSW index holds its vectors in full"
         ]
         found = await manager.search_conversations(
             SCOPE, "how are the music classes?", since=MARCH, limit=3
@@ -92,6 +97,19 @@ async def test_memory_works_with_pgvector_0_6_and_says_what_it_does_without_0_8(
         memory = await manager.inject(SCOPE, query="where does sam live?")
         assert memory.ranking == "hybrid"
         assert any("Porto" in fact for fact in memory.injected_facts)
+
+
+async def test_a_halfvec_scope_index_asked_for_says_which_pgvector_it_needs(
+    old_database_url: str,
+) -> None:
+    async with await psycopg.AsyncConnection.connect(old_database_url, autocommit=True) as conn:
+        with pytest.raises(ConfigurationError) as refused:
+            await ann_indexes.index_vector_type(conn, "halfvec", 256)
+        assert str(refused.value) == (
+            "AGENT_MEMORY_EMBEDDING_ANN_VECTOR_TYPE 'halfvec': the halfvec type needs pgvector"
+            " 0.7 or later; this server has 0.6.2"
+        )
+        assert await ann_indexes.index_vector_type(conn, "vector", 256) == "vector"
 
 
 def test_a_halfvec_store_index_says_which_pgvector_it_needs(old_settings: Settings) -> None:

@@ -9,10 +9,9 @@ from typing import Any
 
 import psycopg
 
+from agent_memory.db import ann_indexes, snippet_queue
 from agent_memory.db import embeddings as embedding_repo
 from agent_memory.db import episodes as episode_repo
-from agent_memory.db import snippet_queue
-from agent_memory.db.ann_indexes import build_ann_index
 from agent_memory.db.migrations import (
     Migration,
     apply_vector_migrations,
@@ -191,15 +190,27 @@ async def test_a_database_whose_tables_the_old_first_use_made_migrates_unchanged
     )
     key = db.execute("SELECT agent_memory.scope_key('alex', 'assistant', NULL)").fetchone()
     assert key is not None
-    async with await psycopg.AsyncConnection.connect(db.info.dsn, autocommit=True) as conn:
-        index = await build_ann_index(conn, "facts", str(key[0]), 3, "m")
+    tag = db.execute("SELECT agent_memory.scope_tag(%s)", (key[0],)).fetchone()
+    assert tag is not None
+    index = "fact_embeddings_ann_old"  # a scope's index as the releases before 32 built it
+    db.execute(
+        f"""CREATE INDEX {index} ON agent_memory.fact_embeddings USING hnsw
+                ((embedding::vector(3)) vector_cosine_ops)
+            WHERE scope_tag = '{tag[0]}' AND model = 'm'
+              AND vector_dims(embedding) = 3 AND embedding IS NOT NULL"""
+    )
+    db.execute(
+        """INSERT INTO agent_memory.ann_indexes (kind, scope_key, scope_tag, model, dims, name)
+           VALUES ('facts', %s, %s, 'm', 3, %s)""",
+        (key[0], tag[0], index),
+    )
     before, shape = contents(db), structure(db)
     assert len(before["facts"]) == 3 and len(before["snippets"]) == 3
     # a refused message (no vector) among them
     assert {r[4] is None for r in before["snippets"]} == {True, False}
     assert before["ann_indexes"][0][5] == index
 
-    assert migrate(db)[0] == "0029_vector_tables"
+    assert migrate(db, migrations=migrations[:29])[0] == "0029_vector_tables"
 
     assert contents(db) == before
     assert structure(db) == shape
@@ -212,6 +223,11 @@ async def test_a_database_whose_tables_the_old_first_use_made_migrates_unchanged
     # the migration's text run again (as ensure runs it) changes nothing either
     assert apply_vector_migrations(db) == ["0029_vector_tables"]
     assert contents(db) == before and structure(db) == shape
+    # the later migrations keep the index and record what it holds: the whole vectors
+    migrate(db)
+    assert contents(db) == before
+    ann = ann_indexes.ann_index_sync(db, "facts", ALEX, "m")
+    assert ann is not None and (ann.dims, ann.vector_type) == (3, "vector")
 
 
 def test_a_new_database_gets_the_tables_the_old_first_use_made(
@@ -220,6 +236,7 @@ def test_a_new_database_gets_the_tables_the_old_first_use_made(
     old = empty_database
     migrate(old, migrations=load_migrations()[:28])
     old.execute(OLD_ENSURE)
+    migrate(old)  # the later migrations, to the end
     # db: the tests' template, migrated to the end by a superuser
     assert tables(db) == sorted(TABLES)
     assert structure(db) == structure(old)
@@ -259,7 +276,8 @@ def test_a_role_that_may_not_create_pgvector_migrates_and_gets_the_tables_once_i
 def test_a_later_vector_migration_reaches_a_database_that_gets_pgvector_after_migrating(
     app_database_url: str, pg_server: dict[str, Any]
 ) -> None:
-    assert [m.name for m in load_migrations() if m.vectors] == ["0029_vector_tables"]
+    vector_migrations = [m.name for m in load_migrations() if m.vectors]
+    assert vector_migrations == ["0029_vector_tables", "0032_ann_index_type"]
     later = [
         *load_migrations(),
         # a change to a vector table, written by the rule in sql/0029's header
@@ -292,7 +310,7 @@ $$;""",
             admin.execute("CREATE EXTENSION vector")
         # in order: the tables, then the change to them
         assert apply_vector_migrations(app, migrations=later) == [
-            "0029_vector_tables",
+            *vector_migrations,
             "9999_fact_vector_notes",
         ]
         note = app.execute(

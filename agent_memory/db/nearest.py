@@ -92,13 +92,16 @@ def _nearest(
     applied inside an iterative scan of ``ann``."""
     limit = "2 * %(candidates)s"
     rows = ""
+    exact = "e.embedding <=> %(vector)s::vector"
     if ann is None:
-        distance = "e.embedding <=> %(vector)s::vector"
+        distance = exact
         match = f"{scope} AND e.model = %(model)s"
         dims = "vector_dims(e.embedding) = vector_dims(%(vector)s::vector)"
     else:
-        d = int(ann.dims)
-        distance = f"e.embedding::vector({d}) <=> %(vector)s::vector({d})"
+        d, held = int(ann.dims), ann.vector_type
+        # the index's own expression, which a plan must name to read it; a halfvec index's
+        # order is at half precision, so what it returns is re-ranked by the whole vectors
+        distance = f"e.embedding::{held}({d}) <=> %(vector)s::{held}({d})"
         # %% : psycopg reads the statement's other text for placeholders
         scope_tag = sql.Literal(ann.scope_tag).as_string().replace("%", "%%")
         model = sql.Literal(ann.model).as_string().replace("%", "%%")
@@ -125,7 +128,7 @@ def _nearest(
                                             WHERE m.id = e.{key} AND {where} OFFSET 0) AS kept"""
             match += """ AND (SELECT set_config('hnsw.iterative_scan', 'strict_order', true))
                               IS NOT NULL"""
-    return f"""SELECT e.{key} AS id, {distance} AS distance
+    return f"""SELECT e.{key} AS id, {exact} AS distance
                       FROM {embeddings} e {rows}
                       WHERE %(vector)s::text IS NOT NULL AND {match} AND {dims}
                       ORDER BY {distance} LIMIT {limit}"""

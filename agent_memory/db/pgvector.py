@@ -6,10 +6,16 @@ from __future__ import annotations
 
 import logging
 import threading
+from typing import Literal
 
 log = logging.getLogger(__name__)
 
 Version = tuple[int, ...]
+
+# what a vector is compared (and indexed) as: four bytes a dimension, or two
+VectorType = Literal["vector", "halfvec"]
+# the most dimensions pgvector's HNSW index takes of each type
+INDEX_DIMS: dict[VectorType, int] = {"vector": 2000, "halfvec": 4000}
 
 # each feature: the first pgvector that has it, and what it is called in the line
 NEEDS: dict[str, tuple[Version, str]] = {

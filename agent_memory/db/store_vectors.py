@@ -21,7 +21,7 @@ from agent_memory.db.store import Row, namespace_params
 from agent_memory.db.store_ttl import ident, live
 
 Distance = Literal["cosine", "inner_product", "l2"]
-VectorType = Literal["vector", "halfvec"]
+VectorType = pgvector.VectorType
 
 # the operator (smaller is nearer) and the score it gives, of each distance
 _OPERATORS: dict[str, tuple[str, str]] = {
@@ -30,8 +30,6 @@ _OPERATORS: dict[str, tuple[str, str]] = {
     "l2": ("<->", "-({d})"),
 }
 _OPS_CLASS = {"cosine": "cosine_ops", "inner_product": "ip_ops", "l2": "l2_ops"}
-# pgvector's limits on an index's dimensions
-_INDEX_DIMS = {"vector": 2000, "halfvec": 4000}
 
 _REPLACE = """
 INSERT INTO agent_memory.store_vectors AS v (item_id, field_path, embedding, scope_key)
@@ -162,7 +160,7 @@ def index_steps(
     """Create the approximate index of ``dims``-long vectors for ``distance`` (``kind``
     ``hnsw`` or ``ivfflat``; none for ``flat`` or a length pgvector cannot index), the one
     :func:`search_steps`' cast can use."""
-    if kind == "flat" or dims > _INDEX_DIMS[vector_type]:
+    if kind == "flat" or dims > pgvector.INDEX_DIMS[vector_type]:
         return
     name = f"store_vectors_{vector_type}{dims}_{distance}_{kind}_idx"
     with_options = (

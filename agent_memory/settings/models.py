@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, SecretStr
 from pydantic_settings import SettingsConfigDict
 
@@ -82,6 +84,12 @@ class EmbeddingSettings(EnvSettings):
         le=100_000_000,
         description="a scope with this many vectors (facts, or messages) gets an HNSW index "
         "of its own, built by the flows (0: never; every vector of a scope is compared)",
+    )
+    ann_vector_type: Literal["auto", "vector", "halfvec"] = Field(
+        default="auto",
+        description="what a scope's HNSW index holds its vectors as: halfvec (half precision,"
+        " 40% smaller, pgvector 0.7+; the stored vectors stay whole and re-rank what it finds),"
+        " vector, or auto: halfvec where the server has it",
     )
     query_cooldown_s: float = Field(
         default=30.0,
