@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-FULL_STEPS = (5, 10, 20, 30, 40, 50)
+FULL_STEPS = (1, 2, 5, 10, 20, 30, 40, 50)
 QUICK_STEPS = (2, 5)
 
 

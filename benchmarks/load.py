@@ -26,7 +26,7 @@ server, per statement, at 600 facts and 3,000 messages a scope (--quick: smaller
 ``cpu_per_turn``; --no-cpu leaves it out.
 
 Last, under ``capacity``, the turns per second per core that keep inject's p99 within 20 ms:
-the same test at 5 to 50 agents, 60 turns each (--quick: 2 and 5 agents, 10 turns), the most
+the same test at 1 to 50 agents, 60 turns each (--quick: 2 and 5 agents, 10 turns), the most
 turns per second of a step that kept the bound, divided by this machine's cores
 (benchmarks/_load_capacity.py); --no-capacity leaves it out.
 """
