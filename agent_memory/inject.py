@@ -25,6 +25,7 @@ from agent_memory.db import level_reads as level_repo
 from agent_memory.db import recall as recall_repo
 from agent_memory.db import snippets as snippet_repo
 from agent_memory.db.dual import Steps, run_async, run_sync
+from agent_memory.db.nearest import HNSW_DEFAULT_QUEUE
 from agent_memory.messages import clean_text
 from agent_memory.models import (
     FactKind,
@@ -166,8 +167,10 @@ class Injector:
             replies=m.inject_snippet_replies,
             # on the hot path the index is read for the candidates alone, with no margin for
             # sentences the range drops (it ends now, or on the day given): what is found is
-            # the same on both recall sets at HNSW scale (docs/benchmarks.md, load)
-            queue=m.inject_candidates,
+            # the same on both recall sets at HNSW scale (docs/benchmarks.md, load); never a
+            # shorter queue than pgvector's own default (hnsw.ef_search), whose neighbours
+            # its graph is built to find
+            queue=max(m.inject_candidates, HNSW_DEFAULT_QUEUE),
         )
         params["model"] = plan.params.get("model")
         # read now: the fact ranking, running beside the search, may fall back to full text

@@ -68,7 +68,9 @@ TYPES = {
     "vector": "vector",
 }
 _ANN = re.compile(r"e\.scope_tag = '([0-9a-f]+)' AND e\.model = '([^']+)'")
-_DIMS = re.compile(r"::vector\((\d+)\)")
+_DIMS = re.compile(r"::(vector|halfvec)\((\d+)\)")
+# the cast of a vector to each type at a size, as a function a parameter may size
+_CAST = {"vector": "vector", "halfvec": "vector_to_halfvec"}
 
 
 def function_sql(name: str, query: str, columns: list[str]) -> tuple[str, str]:
@@ -84,12 +86,13 @@ def function_sql(name: str, query: str, columns: list[str]) -> tuple[str, str]:
         tag, model = found.groups()
         dims_found = _DIMS.search(body)
         assert dims_found is not None
-        dims, k, v = dims_found.group(1), len(names), names.index("vector") + 1
+        held, dims = dims_found.groups()
+        k, v, cast = len(names), names.index("vector") + 1, _CAST[held]
         for old, new in (
             (f"'{tag}'", f"${k + 1}"),
             (f"'{model}'", f"${k + 2}"),
-            (f"e.embedding::vector({dims})", f"vector(e.embedding, ${k + 3}, true)"),
-            (f"${v}::vector({dims})", f"vector(${v}, ${k + 3}, true)"),
+            (f"e.embedding::{held}({dims})", f"{cast}(e.embedding, ${k + 3}, true)"),
+            (f"${v}::{held}({dims})", f"{cast}(${v}::vector, ${k + 3}, true)"),
             (f"vector_dims(e.embedding) = {dims}", f"vector_dims(e.embedding) = ${k + 3}"),
         ):
             body = body.replace(old, new)

@@ -181,7 +181,7 @@ async def test_the_hot_path_reads_the_snippets_index_for_its_candidates_alone(
         injector._by_meaning(plan, vector)
         query = injector._snippet_query(BIG, plan)
         assert query is not None
-        assert query.params["queue"] == tuned.memory.inject_candidates
+        assert query.params["queue"] == max(tuned.memory.inject_candidates, 40)
     finally:
         await manager.close()
 

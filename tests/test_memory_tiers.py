@@ -182,6 +182,7 @@ async def test_under_rank_fusion_a_prior_cannot_lift_a_much_weaker_match(
         inject_fusion="rrf",
         inject_min_importance=0,
         inject_limit=30,
+        inject_candidates=50,  # 30 ranks of full text, each into the fusion
     )
     try:
         frame = await manager.inject(ALEX, query=CHESS)

@@ -134,6 +134,10 @@ def _nearest(
                       ORDER BY {distance} LIMIT {limit}"""
 
 
+# pgvector's own default queue of an HNSW scan (hnsw.ef_search): a search that reads an index
+# for fewer rows still keeps this many, the size its graph's recall is documented at
+HNSW_DEFAULT_QUEUE = 40
+
 NO_VECTOR_HITS = """vector_hits AS (
     SELECT NULL::bigint AS id, NULL::bigint AS r, NULL::float8 AS n WHERE false
 )"""
