@@ -6,6 +6,7 @@ format."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterable
 from datetime import date, datetime
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 
 from agent_memory.errors import BackfillError
 from benchmarks import recall_set
+from benchmarks._recall_prepare import prepare, summary
 
 AGENT = "eval"  # the agent of every conversation's scope
 
@@ -45,8 +47,7 @@ def check(conversation: Any, line: int) -> dict[str, Any]:
         for t, turn in enumerate(_need(session, "turns", list, at)):
             tid = _need(turn, "id", str, f"{at} turns[{t}]")
             speakers.append(_need(turn, "speaker", str, f"{at} turns[{t}]"))
-            # a message with no text is stored but never indexed, which would shift every
-            # later turn of the session against the messages that stand for them
+            # prepare() skips a turn with no text: one that reaches here was not prepared
             if not _need(turn, "text", str, f"{at} turns[{t}]").strip():
                 raise BackfillError(f"{at} turns[{t}]: turn {tid!r} has no text")
             if tid in turn_ids:
@@ -79,6 +80,13 @@ def check(conversation: Any, line: int) -> dict[str, Any]:
 
 def read_dataset(path: Path | None) -> list[dict[str, Any]]:
     """The conversations of a JSON Lines file (or the built-in set), checked."""
+    return load_dataset(path)[0]
+
+
+def load_dataset(path: Path | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The conversations of a JSON Lines file (or the built-in set), as the harness measures
+    them (:mod:`benchmarks._recall_prepare`: data as it comes) and checked, with what was
+    handled and how often; a line that cannot be read is refused, naming it."""
     lines: Iterable[tuple[int, Any]]
     if path is None:
         lines = enumerate(recall_set.conversations(), start=1)
@@ -92,14 +100,15 @@ def read_dataset(path: Path | None) -> list[dict[str, Any]]:
             except json.JSONDecodeError as exc:
                 raise BackfillError(f"{path} line {n}: not JSON ({exc})") from None
         lines = parsed
-    conversations = [check(conversation, n) for n, conversation in lines]
+    counts: Counter[str] = Counter()
+    conversations = [check(prepare(conversation, counts), n) for n, conversation in lines]
     seen: set[str] = set()
     for conversation in conversations:
         # a conversation is a scope: two of one id would be scored as one
         if conversation["id"] in seen:
             raise BackfillError(f"conversation id {conversation['id']!r} is used twice")
         seen.add(conversation["id"])
-    return conversations
+    return conversations, summary(counts)
 
 
 def episodes_jsonl(conversations: list[dict[str, Any]], path: Path) -> Path:

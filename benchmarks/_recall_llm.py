@@ -3,10 +3,10 @@ as a fact (turns mode) and an oracle that knows the answers (facts mode, ``--ext
 oracle``). Each answers a consolidation prompt as ``tests.fake_llm`` replays it.
 
 Both know the dataset, and find each episode of a prompt again among its sessions by the
-episode's messages, so a turn is always the whole turn of its own conversation: a multi-line
-or long message is not cut to the prompt's first line, and a turn id (unique only within a
-conversation, as ``D1:3`` is in every LoCoMo conversation) never names another conversation's
-turn.
+start of each of its messages, so a turn is always the whole turn of its own conversation: a
+multi-line message is not cut to the prompt's first line, nor a long one to what the pipeline
+kept of it, and a turn id (unique only within a conversation, as ``D1:3`` is in every LoCoMo
+conversation) never names another conversation's turn.
 """
 
 from __future__ import annotations
@@ -19,54 +19,59 @@ from typing import Any
 
 _KNOWN = re.compile(r"^\[(\d+)\] (.+) \((?:\w+), importance [0-9.]+\)$", re.M)
 _EPISODE = re.compile(r"^------ Episode (\d+) \([^)]*\) ------$", re.M)
-# what the prompt keeps of a message (agent_memory.extraction.prompt.format_episodes)
-_PROMPT_CHARS = 20_000
+# a turn is found in a prompt by its first characters: the pipeline may cut a long message (a
+# batch over its token budget keeps the start of each), never its start shorter than this
+_FOUND_BY = 16
+# a message of an episode in a prompt: "ROLE: text", up to the next message's line
+_MESSAGE = re.compile(r"^\s*[A-Z_]+: (.*?)(?=\n[A-Z_]+: |\Z)", re.S)
+_KEY = 8  # the characters of a session's first message it is looked up by
 
 
 def _start(text: str) -> str:
-    """What a session is looked up by: the start of its first message's first line."""
-    return text.split("\n", 1)[0][:40]
+    """What a session is looked up by: the start of its first message."""
+    return text[:_KEY]
 
 
 Session = tuple[str, dict[str, Any]]  # conversation id, session
 
 
 class SessionIndex:
-    """The dataset's sessions, found again from the episodes of a consolidation prompt."""
+    """The dataset's sessions, found again from the episodes of a consolidation prompt: by the
+    start of each of their turns, in order, so a turn cut by the pipeline is found by what it
+    kept. Sessions the prompt cannot tell apart (the same turns, in two conversations) are all
+    candidates; what the models make of them is the same text, which the scoring places in
+    the conversation of the scope that stored it."""
 
     def __init__(self, conversations: list[dict[str, Any]]) -> None:
         self._by_start: dict[str, list[Session]] = defaultdict(list)
-        seen: dict[tuple[str, ...], str] = {}
         for c in conversations:
             for s in c["sessions"]:
-                texts = tuple(t["text"] for t in s["turns"])
-                if texts in seen:  # nothing in a prompt could tell the two apart
-                    raise ValueError(
-                        f"sessions {seen[texts]!r} and {s['id']!r} hold the same turns; "
-                        "the loopback model cannot tell which conversation a prompt is from"
-                    )
-                seen[texts] = s["id"]
-                self._by_start[_start(texts[0])].append((c["id"], s))
+                self._by_start[_start(s["turns"][0]["text"])].append((c["id"], s))
 
-    def episodes(self, prompt: str) -> list[tuple[int, str, dict[str, Any]]]:
-        """(episode number, conversation id, session) of each episode of ``prompt``."""
+    def episodes(self, prompt: str) -> list[tuple[int, list[Session]]]:
+        """(episode number, the sessions it may be, the longest first) of each episode of
+        ``prompt``; an episode that is no session of the dataset stops the run, naming it."""
         marks = list(_EPISODE.finditer(prompt))
         found = []
         for i, mark in enumerate(marks):
             end = marks[i + 1].start() if i + 1 < len(marks) else len(prompt)
             block = prompt[mark.end() : end]
-            first = _start(block.lstrip("\n").split(": ", 1)[-1])
+            message = _MESSAGE.match(block)
+            first = _start(message[1] if message else block)
             matches = [
                 (cid, s)
                 for cid, s in self._by_start.get(first, [])
-                if _in_order(block, [t["text"][:_PROMPT_CHARS] for t in s["turns"]])
+                if _in_order(block, [t["text"][:_FOUND_BY] for t in s["turns"]])
             ]
-            if len(matches) != 1:
+            if not matches:
                 raise ValueError(
-                    f"episode {mark[1]} of a prompt is {len(matches)} sessions of the dataset: "
-                    f"{[s['id'] for _, s in matches]} (it starts {first[:60]!r})"
+                    f"episode {mark[1]} of a prompt is no session of the dataset"
+                    f" (it starts {first!r})"
                 )
-            found.append((int(mark[1]), *matches[0]))
+            # a session whose turns begin another's (a later export of the same talk) is found
+            # in the longer one's episode too: the longer is the episode
+            matches.sort(key=lambda m: -len(m[1]["turns"]))
+            found.append((int(mark[1]), matches))
         return found
 
 
@@ -99,8 +104,8 @@ def every_turn(conversations: list[dict[str, Any]]) -> Callable[[dict[str, Any]]
 
     def answer(request: dict[str, Any]) -> Any:
         first: dict[str, int] = {}
-        for number, _, session in index.episodes(_prompt(request)):
-            for turn in session["turns"]:
+        for number, sessions in index.episodes(_prompt(request)):
+            for turn in sessions[0][1]["turns"]:
                 first.setdefault(attributed(turn), number)
         return Reply(
             json.dumps(
@@ -141,11 +146,15 @@ def oracle(conversations: list[dict[str, Any]]) -> Callable[[dict[str, Any]], An
         known = {m[2]: int(m[1]) for m in _KNOWN.finditer(prompt[:start])}
         ops: list[dict[str, Any]] = []
         added: set[str] = set()
-        for number, cid, session in index.episodes(prompt):
-            for turn in session["turns"]:
+        for number, sessions in index.episodes(prompt):
+            # the same turns in several conversations: what any of them names is added (the
+            # scoring credits a fact only in the conversation whose scope stored it)
+            cids = [cid for cid, _ in sessions]
+            for turn in sessions[0][1]["turns"]:
                 said = turn["text"]
-                if said not in statements[cid] or said in added:
+                if said in added or not any(said in statements[cid] for cid in cids):
                     continue
+                cid = next(cid for cid in cids if said in statements[cid])
                 op: dict[str, Any] = {"op": "add", "content": said, "importance": 0.7}
                 old = replaced.get((cid, said))
                 if old in known:

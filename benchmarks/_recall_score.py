@@ -331,4 +331,5 @@ def table(result: dict[str, Any]) -> str:
         f"mode {result['mode']}, extractor {result['extractor']}, "
         f"answers inferred (not said in words) {result['inferred']:.3f}"
     )
-    return "\n".join([title, *lines])
+    handled = result.get("dataset", {}).get("said")
+    return "\n".join([title, *([f"data as it came: {handled}"] if handled else []), *lines])

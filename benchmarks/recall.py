@@ -45,10 +45,11 @@ os.environ.update(prefect_defaults(root_logger=False, own_home=False))
 import psycopg
 from pydantic import SecretStr
 
+from agent_memory.errors import BackfillError
 from agent_memory.settings import DatabaseSettings, LLMSettings, MemorySettings, Settings
 from benchmarks import recall_set
 from benchmarks._common import bench_database, emit, parser, prefect_server
-from benchmarks._recall_dataset import AGENT, episodes_jsonl, read_dataset
+from benchmarks._recall_dataset import AGENT, episodes_jsonl, load_dataset, read_dataset
 from benchmarks._recall_llm import every_turn, oracle
 from benchmarks._recall_score import (
     KS,
@@ -201,6 +202,8 @@ async def evaluate(
         "mode": mode,
         "conversations": len(conversations),
         "sessions": report.inserted,
+        # a session imported before (its id, or its time and messages, in that scope)
+        "sessions_already_there": report.duplicates,
         "questions": sum(len(c["questions"]) for c in conversations),
         "facts": facts[0] if facts else 0,
         "facts_mapped_to_turns": len(turns),
@@ -260,7 +263,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.write_dataset:
         print(recall_set.write(args.write_dataset))
         return 0
-    conversations = read_dataset(args.dataset)
+    try:
+        conversations, handled = load_dataset(args.dataset)
+    except BackfillError as exc:  # what cannot be read, named in one line, before any setup
+        print(f"benchmarks.recall: {exc}", file=sys.stderr)
+        return 2
     if args.quick:
         conversations = conversations[:2]
 
@@ -292,6 +299,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             if llm is not None:
                 llm.stop()
+    result["dataset"] = handled
     result["pass"] = None
     if not args.dataset and args.mode == "turns":
         below = below_floors(result, "quick" if args.quick else "full")
