@@ -28,7 +28,7 @@ from agent_memory.backfill_format import parse_line as parse_line
 from agent_memory.backfill_format import source_key as source_key
 from agent_memory.db import episodes as episode_repo
 from agent_memory.errors import AgentMemoryError, BackfillError, DatabaseUnavailableError
-from agent_memory.messages import serialize_messages
+from agent_memory.messages import role_and_text, serialize_messages
 from agent_memory.models import Scope
 from agent_memory.redact import redact
 
@@ -45,6 +45,14 @@ class ImportReport:
     inserted: int = 0
     duplicates: int = 0
     bad: list[BadLine] = field(default_factory=list)
+    # messages with no text (nor tool calls) in the conversations read: stored as they are, so
+    # the conversation keeps its shape, but with nothing to index or to learn from
+    empty_messages: int = 0
+
+
+def empty_messages(messages: list[dict[str, Any]]) -> int:
+    """How many of ``messages`` say nothing: no text, no tool call."""
+    return sum(not role_and_text(m)[1].strip() for m in messages)
 
 
 @contextmanager
@@ -106,6 +114,7 @@ def import_jsonl(
                     )
                 report.bad.append(item)
             else:
+                report.empty_messages += empty_messages(item.messages)
                 pending.append(
                     {
                         **item.scope.as_dict(),

@@ -224,9 +224,18 @@ def role_and_text(message: dict[str, Any]) -> tuple[str, str]:
             block.get("text", "") if isinstance(block, dict) else str(block) for block in content
         ]
         content = " ".join(p for p in parts if p)
+    if content is None:  # an assistant's message of tool calls alone (OpenAI's format)
+        content = ""
     text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
     tool_calls = message.get("tool_calls") or []
     if tool_calls and not text:
-        names = ", ".join(str(c.get("name", "?")) for c in tool_calls if isinstance(c, dict))
+        names = ", ".join(_tool_name(c) for c in tool_calls if isinstance(c, dict))
         text = f"[called tools: {names}]"
     return role, text
+
+
+def _tool_name(call: dict[str, Any]) -> str:
+    """A tool call's tool: LangChain's ``name``, or OpenAI's ``function.name``."""
+    function = call.get("function")
+    name = call.get("name") or (function.get("name") if isinstance(function, dict) else None)
+    return str(name or "?")

@@ -188,3 +188,60 @@ async def test_a_dataset_of_every_defect_runs_through_the_whole_harness(
     assert hybrid["questions"] == 6 and hybrid["recall@10"] > 0.5, hybrid
     result["dataset"] = handled
     assert "data as it came: 3 turns with no text, skipped" in recall.table(result)
+
+
+def test_a_message_of_tool_calls_alone_is_said_as_the_tools_called() -> None:
+    from agent_memory.messages import role_and_text
+
+    openai = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
+        ],
+    }
+    langchain = {"role": "assistant", "content": "", "tool_calls": [{"name": "search", "args": {}}]}
+    assert role_and_text(openai) == ("assistant", "[called tools: get_weather]")
+    assert role_and_text(langchain) == ("assistant", "[called tools: search]")
+    assert role_and_text({"role": "user", "content": None}) == ("user", "")
+    images = {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}
+    assert role_and_text(images) == ("user", "")
+
+
+@pytest.fixture
+def cli_env(database_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("DATABASE_URL", database_url)
+    return database_url
+
+
+def test_backfill_import_counts_what_says_nothing_and_what_is_there_already(
+    cli_env: str, db: Any, tmp_path: Path
+) -> None:
+    from typer.testing import CliRunner
+
+    from agent_memory_deployments.cli import app
+
+    record = {
+        "user_id": "ann",
+        "agent_id": "eval",
+        "occurred_at": "2025-03-01T10:00:00Z",
+        "messages": [
+            {"role": "user", "content": "I moved to Porto in May."},
+            {"role": "assistant", "content": "   "},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "note", "arguments": ""}}]},
+            {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]},
+        ],
+    }  # fmt: skip
+    path = tmp_path / "export.jsonl"
+    # the same conversation twice, as an export that repeats history has it
+    path.write_text((json.dumps(record) + "\n") * 2, encoding="utf-8")
+    result = CliRunner().invoke(app, ["backfill", "import", str(path)])
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert (
+        "2 conversation(s) read: 1 imported, 1 already there, 0 bad line(s) skipped;"
+        " 4 message(s) with no text, kept in their conversations"
+    ) in said
+    rows = db.execute("SELECT message_count FROM agent_memory.episodes").fetchall()
+    assert rows == [(4,)]  # stored whole, once

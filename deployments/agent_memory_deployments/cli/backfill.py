@@ -122,7 +122,12 @@ def backfill_import(
         report,
         f"{path}, ",
         f"{report.lines} conversation(s) read: {report.inserted} imported, "
-        f"{report.duplicates} already there, {len(report.bad)} bad line(s) skipped",
+        f"{report.duplicates} already there, {len(report.bad)} bad line(s) skipped"
+        + (
+            f"; {report.empty_messages} message(s) with no text, kept in their conversations"
+            if report.empty_messages
+            else ""
+        ),
     )
 
 
