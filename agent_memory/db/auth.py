@@ -110,6 +110,9 @@ def hba_trusts(text: str) -> bool:
     return any("trust" in line.split("#", 1)[0].split()[3:] for line in text.splitlines())
 
 
+RELOAD_DEADLINE_S = 60.0  # how long the rewritten rules may take to be in force
+
+
 def _refuses_without_password(dsn: str) -> bool:
     params: dict[str, Any] = psycopg.conninfo.conninfo_to_dict(dsn)
     params.pop("password", None)
@@ -143,8 +146,9 @@ def secure_embedded(data_dir: Path, dsn: str) -> bool:
         )
         _rewrite(hba, HBA)
         conn.execute("SELECT pg_reload_conf()")
-    # the server reloads its rules a moment after the signal
-    deadline = time.monotonic() + 10
+    # the server reloads its rules a moment after the signal: on a loaded machine, where each
+    # connection tried meanwhile is a process to start, that moment can be many seconds
+    deadline = time.monotonic() + RELOAD_DEADLINE_S
     while not _refuses_without_password(dsn):
         if time.monotonic() > deadline:
             raise ConfigurationError(
