@@ -34,7 +34,7 @@ import os
 import sys
 import tempfile
 import time
-from datetime import date
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -121,8 +121,9 @@ async def ask_all(
     from agent_memory.models import Scope
 
     texts = turn_texts(conversations)
+    # the day memory dates a fact (inject's dates are in UTC), not the session's local one
     said_on = {
-        (c["id"], t["id"]): s["date"][:10]
+        (c["id"], t["id"]): datetime.fromisoformat(s["date"]).astimezone(UTC).date().isoformat()
         for c in conversations
         for s in c["sessions"]
         for t in s["turns"]

@@ -191,7 +191,12 @@ class FakeLLM:
                     return
                 with fake._lock:
                     fake.requests.append(request)
-                reply = fake.handler(request)
+                try:
+                    reply = fake.handler(request)
+                except Exception as exc:  # the handler's own failure, said to the client
+                    # (a dropped connection would read as "cannot reach" in the run's error)
+                    said = f"the loopback model failed: {type(exc).__name__}: {exc}"
+                    reply = Reply(said, status=400)
                 if reply.delay_s:
                     time.sleep(reply.delay_s)
                 if reply.body is not None:

@@ -245,3 +245,26 @@ def test_backfill_import_counts_what_says_nothing_and_what_is_there_already(
     ) in said
     rows = db.execute("SELECT message_count FROM agent_memory.episodes").fetchall()
     assert rows == [(4,)]  # stored whole, once
+
+
+@pytest.mark.usefixtures("prefect_harness")
+async def test_a_prompt_the_loopback_model_cannot_place_fails_the_run_saying_why(
+    settings: Settings, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    conversations, _ = _recall_dataset.load_dataset(_write(_dataset()[1:], tmp_path / "b.jsonl"))
+    other = [{**conversations[0], "sessions": [{**conversations[0]["sessions"][0], "turns": [
+        {"id": "t1", "speaker": "Ann", "text": "Something else entirely."}]}]}]  # fmt: skip
+    fake_llm.reset(recall.every_turn(other))  # a model that knows another dataset
+    llm = LLMSettings(model="openai/every-turn", api_base=fake_llm.api_base, api_key="x")
+    with pytest.raises(RuntimeError) as failed:
+        await recall.evaluate(
+            settings.model_copy(update={"llm": llm}),
+            conversations,
+            "turns",
+            tmp_path,
+            rankings={"text": recall.RANKINGS["text"]},
+        )
+    assert (
+        "the loopback model failed: ValueError: episode 1 of a prompt is no session of the"
+        " dataset (it starts 'I moved ')"
+    ) in str(failed.value)
