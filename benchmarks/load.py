@@ -209,7 +209,7 @@ async def run_load(
         final = await manager.consolidate()
     finally:
         await manager.close()
-    stored, total = _stored(dsn, busy.episode_ids)
+    stored, consolidated, total = _stored(dsn, busy.episode_ids)
     expected = agents_count * turns
     busy_inject = percentiles(busy.inject_ms)
     return {
@@ -224,11 +224,11 @@ async def run_load(
             "recorded": len(busy.episode_ids),
             "expected": expected,
             "distinct_ids": len(set(busy.episode_ids)),
-            "stored": int(stored[0]),
-            "consolidated": int(stored[1]),
-            "in_database": int(total[0]),
+            "stored": stored,
+            "consolidated": consolidated,
+            "in_database": total,
         },
-        "lost_episodes": expected - int(stored[0]),
+        "lost_episodes": expected - stored,
         "deadlocks": deadlocks(dsn) - deadlocks_before,
         "flows": {**flow_counts, "final_consolidation_episodes": final["episodes"]},
         "inject_idle": percentiles(idle.inject_ms),
@@ -243,7 +243,7 @@ async def run_load(
     }
 
 
-def _stored(dsn: str, ids: list[int]) -> tuple[tuple[int, int], tuple[int]]:
+def _stored(dsn: str, ids: list[int]) -> tuple[int, int, int]:
     """Of the episodes ``ids``: how many the database holds and how many are consolidated;
     and how many episodes it holds in all."""
     with psycopg.connect(dsn) as conn:
@@ -254,7 +254,7 @@ def _stored(dsn: str, ids: list[int]) -> tuple[tuple[int, int], tuple[int]]:
         ).fetchone()
         total = conn.execute("SELECT count(*) FROM agent_memory.episodes").fetchone()
     assert stored is not None and total is not None
-    return (int(stored[0]), int(stored[1])), (int(total[0]),)
+    return int(stored[0]), int(stored[1]), int(total[0])
 
 
 def within_bounds(result: dict[str, Any]) -> bool:

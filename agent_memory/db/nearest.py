@@ -99,8 +99,7 @@ def _nearest(
         dims = "vector_dims(e.embedding) = vector_dims(%(vector)s::vector)"
     else:
         d, held = int(ann.dims), ann.vector_type
-        # the index's own expression, which a plan must name to read it; a halfvec index's
-        # order is at half precision, so what it returns is re-ranked by the whole vectors
+        # the index's own expression, which a plan must name to read it
         distance = f"e.embedding::{held}({d}) <=> %(vector)s::{held}({d})"
         # %% : psycopg reads the statement's other text for placeholders
         scope_tag = sql.Literal(ann.scope_tag).as_string().replace("%", "%%")
@@ -128,7 +127,9 @@ def _nearest(
                                             WHERE m.id = e.{key} AND {where} OFFSET 0) AS kept"""
             match += """ AND (SELECT set_config('hnsw.iterative_scan', 'strict_order', true))
                               IS NOT NULL"""
-    return f"""SELECT e.{key} AS id, {exact} AS distance
+    # a halfvec index orders at half precision: the rows it returns are scored whole
+    scored = exact if ann is not None and ann.vector_type == "halfvec" else distance
+    return f"""SELECT e.{key} AS id, {scored} AS distance
                       FROM {embeddings} e {rows}
                       WHERE %(vector)s::text IS NOT NULL AND {match} AND {dims}
                       ORDER BY {distance} LIMIT {limit}"""
