@@ -31,19 +31,22 @@ from agent_memory.settings import EmbeddingSettings
 
 
 class Embedder:
-    """Turns texts into unit vectors with the configured litellm embedding model."""
+    """Turns texts into unit vectors with the configured litellm embedding model: questions
+    (:meth:`embed`) after the settings' ``query_prefix``, stored texts (:meth:`embed_each`)
+    after their ``document_prefix``. ``model`` names the vectors it makes (the model, and its
+    prefixes when it has any)."""
 
     def __init__(self, settings: EmbeddingSettings) -> None:
-        if not settings.model:
+        if not settings.model or settings.active_model is None:
             raise EmbeddingError("no embedding model configured (AGENT_MEMORY_EMBEDDING_MODEL)")
         self.settings = settings
-        self.model: str = settings.model
+        self.model: str = settings.active_model
 
-    def _kwargs(self, texts: Sequence[str], timeout: float | None) -> dict[str, Any]:
+    def _kwargs(self, texts: Sequence[str], timeout: float | None, prefix: str) -> dict[str, Any]:
         s = self.settings
         kwargs: dict[str, Any] = {
-            "model": self.model,
-            "input": list(texts),
+            "model": s.model,
+            "input": [prefix + t for t in texts] if prefix else list(texts),
             "timeout": timeout or s.timeout,
             "num_retries": 0,
             # nor the client's own: a refused connection says so at once rather than being
@@ -97,14 +100,17 @@ class Embedder:
         return [texts[start : start + size] for start in range(0, len(texts), size)]
 
     async def _call(
-        self, texts: Sequence[str], timeout: float | None = None
+        self, texts: Sequence[str], timeout: float | None = None, prefix: str | None = None
     ) -> list[list[float] | EmbeddingRejectedError]:
-        """One embedding call: a vector per text, or the refusal of an all-zero one. The
-        timeout bounds the whole call (litellm's bounds each read of the socket)."""
+        """One embedding call: a vector per text (after ``prefix``, else the document prefix),
+        or the refusal of an all-zero one. The timeout bounds the whole call (litellm's bounds
+        each read of the socket)."""
         deadline = timeout or self.settings.timeout
+        if prefix is None:
+            prefix = self.settings.document_prefix
         try:
             async with asyncio.timeout(deadline):
-                response = await _litellm().aembedding(**self._kwargs(texts, timeout))
+                response = await _litellm().aembedding(**self._kwargs(texts, timeout, prefix))
         except TimeoutError:
             where = origin(self.settings.api_base)
             raise TransientEmbeddingError(
@@ -118,14 +124,16 @@ class Embedder:
     async def embed(
         self, texts: Sequence[str], *, timeout: float | None = None
     ) -> list[list[float]]:
-        """One vector per text, in order (one call per ``batch_size`` texts)."""
+        """One vector per question, in order (one call per ``batch_size`` texts)."""
         out: list[list[float]] = []
         for chunk in self._chunks(texts):
-            out.extend(_all_vectors(await self._call(chunk, timeout)))
+            out.extend(
+                _all_vectors(await self._call(chunk, timeout, self.settings.query_prefix))
+            )
         return out
 
     async def embed_each(self, texts: Sequence[str]) -> list[list[float] | EmbeddingRejectedError]:
-        """One vector per text, or why the model refused that text.
+        """One vector per stored text, or why the model refused that text.
 
         When the model refuses a call as bad input, a probe text tells refused texts from a
         model that refuses everything (a wrong setting, such as dimensions it does not offer):
@@ -170,7 +178,7 @@ class Embedder:
     async def _probe(self) -> None:
         """Raise when the model refuses a text any model accepts: a setting is wrong."""
         try:
-            await self.embed([_PROBE])
+            _all_vectors(await self._call([_PROBE]))
         except EmbeddingRejectedError as exc:
             raise EmbeddingRejectedError(
                 f"embedding model {self.model} refuses every input, a probe text too; "
@@ -185,7 +193,9 @@ class Embedder:
         out: list[list[float]] = []
         for chunk in self._chunks(texts):
             try:
-                response = litellm.embedding(**self._kwargs(chunk, timeout))
+                response = litellm.embedding(
+                    **self._kwargs(chunk, timeout, self.settings.query_prefix)
+                )
             except Exception as exc:
                 raise self._error(exc) from None
             out.extend(_all_vectors(self._vectors(response, len(chunk))))

@@ -57,7 +57,7 @@ def _default(field: FieldInfo) -> str:
     if field.default_factory is not None:
         return "computed (see meaning)"
     value: Any = field.default
-    if value is PydanticUndefined or value is None:
+    if value is PydanticUndefined or value is None or value == "":
         return "unset"
     if isinstance(value, bool):
         return str(value).lower()

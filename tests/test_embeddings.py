@@ -276,17 +276,23 @@ async def test_a_service_failure_while_halving_records_nothing_and_the_retry_emb
 
 @pytest.mark.usefixtures("prefect_harness", "stored_facts")
 async def test_a_call_refused_whole_but_accepted_in_parts_embeds_all_and_says_so(
-    fake_llm: FakeLLM, db: psycopg.Connection[Any], caplog: Any
+    fake_llm: FakeLLM, db: psycopg.Connection[Any]
 ) -> None:
     from agent_memory_flows.embeddings import EmbedParams, reembed_flow
 
     fake_llm.embedding_status_queue = [422]  # e.g. more texts in one call than the model takes
-    with caplog.at_level(logging.WARNING, logger="agent_memory.embedding"):
+    # a handler on the logger itself: caplog's, on the root, is gone once the process's first
+    # flow run has set Prefect's logging up (so this failed when it ran first in its worker)
+    embedding_log, seen = logging.getLogger("agent_memory.embedding"), Lines()
+    embedding_log.addHandler(seen)
+    try:
         done = await reembed_flow(EmbedParams())
+    finally:
+        embedding_log.removeHandler(seen)
     assert (done["embedded_now"], done["refused"]) == (len(DATA["facts"]), 0)
     assert refusals(db) == {}
-    assert "refused a call of 25 texts but accepted each part" in caplog.text
-    assert "AGENT_MEMORY_EMBEDDING_BATCH_SIZE=64" in caplog.text
+    assert "refused a call of 25 texts but accepted each part" in seen.text
+    assert "AGENT_MEMORY_EMBEDDING_BATCH_SIZE=64" in seen.text
 
 
 @pytest.mark.usefixtures("prefect_harness")

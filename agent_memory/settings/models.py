@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from agent_memory.settings._env import EnvSettings
@@ -97,12 +97,37 @@ class EmbeddingSettings(EnvSettings):
         le=3600,
         description="no question embedding for this long after one failed",
     )
+    query_prefix: str = Field(
+        default="",
+        max_length=100,
+        description="put before a question's text for a model trained with one (E5: 'query: ')",
+    )
+    document_prefix: str = Field(
+        default="",
+        max_length=100,
+        description="put before a stored text (a fact, a message) for such a model (E5: "
+        "'passage: '); a change of either prefix re-embeds, as a change of model does",
+    )
+
+    @model_validator(mode="after")
+    def _prefixes_need_a_model(self) -> EmbeddingSettings:
+        # the bundled model averages its words' vectors: a prefix would only blur every vector
+        if (self.query_prefix or self.document_prefix) and self.model is None:
+            raise ValueError(
+                f"query_prefix {self.query_prefix!r} / document_prefix {self.document_prefix!r}"
+                f" are for a model trained with them; the bundled {LOCAL_MODEL} takes none"
+                " (set AGENT_MEMORY_EMBEDDING_MODEL, or leave the prefixes unset)"
+            )
+        return self
 
     @property
     def active_model(self) -> str | None:
-        """The model vectors are made with, None when relevance by meaning is off."""
+        """The model vectors are made with, None when relevance by meaning is off; with
+        prefixes, the model and its prefixes (vectors made with others are another model's)."""
         if not self.enabled:
             return None
+        if self.query_prefix or self.document_prefix:
+            return f"{self.model} [{self.query_prefix!r}, {self.document_prefix!r}]"
         return self.model or LOCAL_MODEL
 
     @property
