@@ -127,9 +127,7 @@ class Embedder:
         """One vector per question, in order (one call per ``batch_size`` texts)."""
         out: list[list[float]] = []
         for chunk in self._chunks(texts):
-            out.extend(
-                _all_vectors(await self._call(chunk, timeout, self.settings.query_prefix))
-            )
+            out.extend(_all_vectors(await self._call(chunk, timeout, self.settings.query_prefix)))
         return out
 
     async def embed_each(self, texts: Sequence[str]) -> list[list[float] | EmbeddingRejectedError]:

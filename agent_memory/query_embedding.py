@@ -28,8 +28,9 @@ class QueryEmbedder:
     relevance instead.
 
     The bundled local model embeds in-process in microseconds, so it has no deadline to keep;
-    until it is loaded (:meth:`warm`, which ``MemoryManager.create`` calls) a question gets
-    None and the load goes on in the background, so no inject waits for it.
+    the in-process E5 takes milliseconds, so it embeds on a thread within the deadline. Until
+    a local model is loaded (:meth:`warm`, which ``MemoryManager.create`` calls) a question
+    gets None and the load goes on in the background, so no inject waits for it.
     """
 
     def __init__(self, settings: EmbeddingSettings, database: Database) -> None:
@@ -78,15 +79,15 @@ class QueryEmbedder:
         try:
             embedder = self.ready()
             if isinstance(embedder, LocalEmbedder):
-                load_local()
+                load_local(embedder.model)
             elif embedder is not None:
                 _litellm()
         except Exception as exc:
             log.warning("warming up the embedding model failed: %s", exc)
 
-    def _local_loaded(self) -> bool:
+    def _local_loaded(self, embedder: LocalEmbedder) -> bool:
         """True once the local model is in memory; else start loading it in the background."""
-        if local_loaded():
+        if local_loaded(embedder.model):
             return True
         with self._lock:
             if self._loading is None or not self._loading.is_alive():
@@ -120,20 +121,21 @@ class QueryEmbedder:
         )
 
     def _local(self, embedder: LocalEmbedder, text: str) -> list[float] | None:
-        if not self._local_loaded():
-            return None
-        result = embedder._each([text])[0]
-        # a text with nothing to embed says nothing about the model: no cool-down
-        return None if isinstance(result, EmbeddingRejectedError) else result
+        # a text with nothing to embed says nothing about the model: None, no cool-down
+        return embedder.query(text) if self._local_loaded(embedder) else None
 
     async def embed(self, text: str) -> list[float] | None:
         embedder = self._usable() if self._checked else await asyncio.to_thread(self._usable)
         if embedder is None:
             return None
-        if isinstance(embedder, LocalEmbedder):
+        if isinstance(embedder, LocalEmbedder) and embedder.inline:
             return self._local(embedder, text)
         deadline = self.settings.query_timeout
         try:
+            if isinstance(embedder, LocalEmbedder):
+                # a thread of its own: the event loop's other tasks go on while it embeds
+                local = asyncio.to_thread(self._local, embedder, text)
+                return await asyncio.wait_for(local, deadline)
             vectors = await asyncio.wait_for(embedder.embed([text], timeout=deadline), deadline)
         except Exception as exc:
             self._failed(exc)
@@ -145,11 +147,15 @@ class QueryEmbedder:
         embedder = self._usable()
         if embedder is None:
             return None
-        if isinstance(embedder, LocalEmbedder):
+        if isinstance(embedder, LocalEmbedder) and embedder.inline:
             return self._local(embedder, text)
         deadline = self.settings.query_timeout
         # a thread of its own, so the deadline holds however the client retries
-        future = _QUERY_POOL.submit(embedder.embed_sync, [text], timeout=deadline)
+        future = (
+            _QUERY_POOL.submit(lambda: [self._local(embedder, text)])
+            if isinstance(embedder, LocalEmbedder)
+            else _QUERY_POOL.submit(embedder.embed_sync, [text], timeout=deadline)
+        )
         try:
             vector = future.result(timeout=deadline)[0]
         except Exception as exc:

@@ -25,7 +25,12 @@ from pydantic import BaseModel, Field
 from agent_memory.settings.database import DatabaseSettings, default_data_dir
 from agent_memory.settings.mcp import MCPSettings
 from agent_memory.settings.memory import MAX_HALF_LIFE, MemorySettings
-from agent_memory.settings.models import LOCAL_MODEL, EmbeddingSettings, LLMSettings
+from agent_memory.settings.models import (
+    E5_MODEL,
+    LOCAL_MODEL,
+    EmbeddingSettings,
+    LLMSettings,
+)
 from agent_memory.settings.pipeline import (
     ConsolidationSettings,
     JobSettings,
@@ -34,6 +39,7 @@ from agent_memory.settings.pipeline import (
 )
 
 __all__ = [
+    "E5_MODEL",
     "LOCAL_MODEL",
     "MAX_HALF_LIFE",
     "ConsolidationSettings",

