@@ -37,6 +37,10 @@ os.environ.update(
     }
 )
 
+# Prefect sets its logging up when its main module is first imported, replacing the root
+# logger's handlers: done here, before any test, rather than by the first test that imports a
+# flow, in the middle of which it took away the handler caplog reads (that test saw no log)
+import prefect.main  # noqa: E402, F401
 import psycopg  # noqa: E402
 import pytest  # noqa: E402
 from pytest_postgresql.janitor import DatabaseJanitor  # noqa: E402
