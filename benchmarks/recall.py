@@ -46,11 +46,13 @@ import psycopg
 from pydantic import SecretStr
 
 from agent_memory.errors import BackfillError
+from agent_memory.extraction.parse import MAX_FACTS
 from agent_memory.settings import DatabaseSettings, LLMSettings, MemorySettings, Settings
 from benchmarks import recall_set
 from benchmarks._common import bench_database, emit, parser, prefect_server
 from benchmarks._recall_dataset import AGENT, episodes_jsonl, load_dataset, read_dataset
 from benchmarks._recall_llm import every_turn, oracle
+from benchmarks._recall_prepare import MAX_SESSION_TURNS
 from benchmarks._recall_score import (
     KS,
     Answer,
@@ -89,6 +91,9 @@ DB_NAME = "agent_memory_recall"
 # conversation per call of the loopback models: small enough that a call's answer (a fact per
 # turn) stays under the pipeline's cap on the facts of one answer (extraction.parse.MAX_FACTS)
 TURNS_BATCH_TOKENS = 2000
+# and, however short their turns (a batch of "ok"s holds hundreds in that budget), no more
+# sessions than that cap holds at their longest (_recall_prepare.MAX_SESSION_TURNS)
+BATCH_SESSIONS = MAX_FACTS // MAX_SESSION_TURNS
 
 # ---- the run ------------------------------------------------------------------------------
 
@@ -99,7 +104,8 @@ async def consolidate_all(settings: Settings, conn: psycopg.Connection[Any]) -> 
     from agent_memory_flows.outcome import run_for_summary
 
     for run in range(1, 50):
-        summary = await run_for_summary(consolidation_flow, ConsolidationParams())
+        params = ConsolidationParams(max_episodes_per_scope=BATCH_SESSIONS)
+        summary = await run_for_summary(consolidation_flow, params)
         if summary.get("failed"):
             raise RuntimeError(f"consolidation failed: {summary}")
         pending = conn.execute(

@@ -94,6 +94,20 @@ def _dataset() -> list[dict[str, Any]]:
             {"id": "q6", "question": "What did I say?", "answers": ["e1", "x1"]},  # no text
         ],
     }
+    # three sessions of 100 short turns: in one batch's token budget, more turns (each a fact)
+    # than one answer may write
+    short = [
+        {
+            "id": f"s-s{n}",
+            "date": f"2025-02-0{n}T10:00:00+00:00",
+            "turns": _turns(
+                f"k{n}-",
+                [("Bob" if i % 2 else "Ann", f"ok {n}{i}") for i in range(100)],
+            ),
+        }
+        for n in range(1, 4)
+    ]
+    a["sessions"] = [*a["sessions"], *short]
     # another person's memory holds the same session as a's first: kept in both
     b = {
         "id": "b",
@@ -135,7 +149,7 @@ def test_each_defect_is_handled_and_counted(tmp_path: Path) -> None:
     assert turns["c1"]["text"] == "My cat is called Miso.\n[image_url]"
     assert turns["n1"]["text"] == "Miso\ufffd is a fine name."
     assert [s["id"] for s in a["sessions"]] == [
-        "a-s1", "a-s2", "a-s3", "a-s3#part2", "a-s4", "a-s2#2"]  # fmt: skip
+        "a-s1", "a-s2", "a-s3", "a-s3#part2", "a-s4", "a-s2#2", "s-s1", "s-s2", "s-s3"]  # fmt: skip
     assert [len(s["turns"]) for s in a["sessions"]][2:4] == [MAX_SESSION_TURNS, 30]
     assert a["sessions"][1]["date"] == "2025-03-03T09:00:00+00:00"
     assert a["sessions"][2]["date"] == "2025-03-04T00:00:00+00:00"
@@ -179,10 +193,11 @@ async def test_a_dataset_of_every_defect_runs_through_the_whole_harness(
         rankings={k: recall.RANKINGS[k] for k in ("text", "hybrid_snippets")},
     )
     stored_turns = sum(len(s["turns"]) for c in conversations for s in c["sessions"])
-    assert stored_turns == 2 + 2 + 130 + 2 + 2 + 2  # a: s1, s2, s3 (split), s4, s2#2; b: s1
+    # a: s1, s2, s3 (split), s4, s2#2, three sessions of short turns; b: s1
+    assert stored_turns == 2 + 2 + 130 + 2 + 2 + 3 * 100 + 2
     # every turn with text a fact of its own conversation, the long one as the pipeline cuts it
     assert result["facts"] == result["facts_mapped_to_turns"] == stored_turns
-    assert result["sessions"] == 7 and result["sessions_already_there"] == 0
+    assert result["sessions"] == 10 and result["sessions_already_there"] == 0
     assert result["questions"] == 6
     hybrid = result["rankings"]["hybrid_snippets"]["overall"]
     assert hybrid["questions"] == 6 and hybrid["recall@10"] > 0.5, hybrid
