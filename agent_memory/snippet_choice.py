@@ -5,14 +5,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from agent_memory import token_estimate
 from agent_memory.db.recall import Ranked
 from agent_memory.models import Snippet
 
-# snippets: the longest text one may inject (a pasted document is not a memory), the token
-# estimate, and the length of a typical dated line (a sentence), which sizes the search
+# snippets: the longest text one may inject (a pasted document is not a memory), and the
+# tokens of a typical dated line (a sentence of 120 characters), which sizes the search
 _SNIPPET_MAX_CHARS = 400
-_CHARS_PER_TOKEN = 4
-_SNIPPET_LINE_CHARS = 120
+_SNIPPET_LINE_TOKENS = 30
 
 
 def snippet_rows(tokens: int) -> int:
@@ -20,7 +20,7 @@ def snippet_rows(tokens: int) -> int:
     as many as the budget holds at typical lines, the rest standing in for those a fact or a
     better snippet already says. Every row costs the hot path CPU (read, built, weighed against
     the facts), and rows far down the list seldom make it in (docs/benchmarks.md)."""
-    return max(10, min(500, 2 * tokens * _CHARS_PER_TOKEN // _SNIPPET_LINE_CHARS))
+    return max(10, min(500, 2 * tokens // _SNIPPET_LINE_TOKENS))
 
 
 _LONG_WORD = re.compile(r"\w{4,}")
@@ -73,10 +73,11 @@ class _FactWords:
 
 
 def chosen_snippets(found: list[Snippet], facts: Ranked, tokens: int) -> list[Snippet]:
-    """The best snippets within the token budget, skipping what an injected fact or a
-    better snippet already says. A question's reply counts as what the snippet says: the
-    question alone is context for it."""
-    budget = tokens * _CHARS_PER_TOKEN
+    """The best snippets within the token budget (each line's tokens estimated by its script,
+    `agent_memory.token_estimate`), skipping what an injected fact or a better snippet already
+    says. A question's reply counts as what the snippet says: the question alone is context
+    for it."""
+    budget = float(tokens)
     facts_say = _FactWords(facts)
     chosen: list[tuple[Snippet, set[str]]] = []
     shown: set[tuple[int, int]] = set()  # (episode, position) of each message shown whole
@@ -90,12 +91,12 @@ def chosen_snippets(found: list[Snippet], facts: Ranked, tokens: int) -> list[Sn
         # what a fact or a better snippet already says is not worth its tokens again
         if facts_say.cover(says):
             continue
-        cost = len(snippet.line())
+        cost = token_estimate.tokens(snippet.line())
         same = next((i for i, (_, said) in enumerate(chosen) if _covers(said, says)), None)
         if same is not None:
             # the user's own words stand in for another's restatement of them, at its rank
             other = chosen[same][0]
-            freed = len(other.line())
+            freed = token_estimate.tokens(other.line())
             if snippet.role == "user" != other.role and cost <= budget + freed:
                 budget += freed - cost
                 chosen[same] = (snippet.model_copy(update={"score": other.score}), says)

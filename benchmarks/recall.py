@@ -45,6 +45,7 @@ os.environ.update(prefect_defaults(root_logger=False, own_home=False))
 import psycopg
 from pydantic import SecretStr
 
+from agent_memory import token_estimate
 from agent_memory.errors import BackfillError
 from agent_memory.extraction.parse import MAX_FACTS
 from agent_memory.settings import DatabaseSettings, LLMSettings, MemorySettings, Settings
@@ -169,7 +170,7 @@ async def ask_all(
                             "stale": None if stale is None else stale.given(frame, facts),
                             "dated": turn_dated(frame, facts, answer, said_on),
                             "ms": ms,
-                            "tokens": len(frame.context) / 4,
+                            "tokens": token_estimate.tokens(frame.context),
                         }
                     )
         finally:

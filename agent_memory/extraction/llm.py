@@ -19,6 +19,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from agent_memory import token_estimate
 from agent_memory.causes import no_answer
 from agent_memory.errors import ExtractionError, ExtractorSetupError, TransientExtractionError
 from agent_memory.extraction.base import Extraction
@@ -112,8 +113,8 @@ class LLMExtractor:
         """Tokens with litellm's counter for this model (its tokenizer, or tiktoken's)."""
         try:
             return int(_litellm().token_counter(model=self.name, text=text))
-        except Exception:  # a model litellm cannot count for: about four characters a token
-            return max(1, len(text) // 4)
+        except Exception:  # a model litellm cannot count for: estimated by script
+            return token_estimate.count(text)
 
     def _secrets(self) -> list[str | None]:
         key = self.settings.api_key

@@ -13,6 +13,7 @@ import time
 from collections.abc import Sequence
 from datetime import UTC, date
 
+from agent_memory import token_estimate
 from agent_memory.extraction.base import Extraction
 from agent_memory.extraction.rules import GREETING, facts_from_text, third_person
 from agent_memory.extraction.summary import SENTENCE, episode_summary
@@ -147,8 +148,8 @@ class OfflineExtractor:
         """Nothing to load: the rules are compiled at import."""
 
     def count_tokens(self, text: str) -> int:
-        """No model, no tokenizer: about four characters a token, as for English text."""
-        return max(1, len(text) // 4)
+        """No model, no tokenizer: estimated by each character's script."""
+        return token_estimate.count(text)
 
     async def extract(
         self,
