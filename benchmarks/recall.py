@@ -93,19 +93,24 @@ DB_NAME = "agent_memory_recall"
 # turn) stays under the pipeline's cap on the facts of one answer (extraction.parse.MAX_FACTS)
 TURNS_BATCH_TOKENS = 2000
 # and, however short their turns (a batch of "ok"s holds hundreds in that budget), no more
-# sessions than that cap holds at their longest (_recall_prepare.MAX_SESSION_TURNS)
+# sessions than that cap holds at their longest (_recall_prepare.MAX_SESSION_TURNS); turns mode
 BATCH_SESSIONS = MAX_FACTS // MAX_SESSION_TURNS
 
 # ---- the run ------------------------------------------------------------------------------
 
 
-async def consolidate_all(settings: Settings, conn: psycopg.Connection[Any]) -> int:
-    """Run the consolidation flow until no episode is pending; how many runs it took."""
+async def consolidate_all(
+    settings: Settings, conn: psycopg.Connection[Any], batch_sessions: int | None = None
+) -> int:
+    """Run the consolidation flow until no episode is pending, each batch of at most
+    ``batch_sessions`` sessions (None: as the flow's defaults have it); how many runs it took."""
     from agent_memory_flows.consolidation import ConsolidationParams, consolidation_flow
     from agent_memory_flows.outcome import run_for_summary
 
     for run in range(1, 50):
-        params = ConsolidationParams(max_episodes_per_scope=BATCH_SESSIONS)
+        params = ConsolidationParams()
+        if batch_sessions is not None:
+            params = ConsolidationParams(max_episodes_per_scope=batch_sessions)
         summary = await run_for_summary(consolidation_flow, params)
         if summary.get("failed"):
             raise RuntimeError(f"consolidation failed: {summary}")
@@ -197,7 +202,10 @@ async def evaluate(
         with psycopg.connect(dsn, autocommit=True) as conn:
             started = time.perf_counter()
             report = import_jsonl(conn, episodes_jsonl(conversations, workdir / "episodes.jsonl"))
-            runs = await consolidate_all(settings, conn)
+            # in facts mode, a model's answers are what is measured, batches as a user's
+            runs = await consolidate_all(
+                settings, conn, BATCH_SESSIONS if mode == "turns" else None
+            )
             load_s = time.perf_counter() - started
             turns = fact_turns(conn, mode, conversations)
             messages = snippet_turns(conn)
