@@ -34,6 +34,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
@@ -184,15 +185,31 @@ async def ask_all(
     return results
 
 
+# how a run asks its questions once memory holds the conversations: (settings, conversations,
+# the turns each fact stands for, the turn of each message, the rankings) -> figures per ranking
+Ask = Callable[
+    [
+        Settings,
+        list[dict[str, Any]],
+        dict[int, set[Turn]],
+        dict[tuple[int, int], Turn],
+        dict[str, dict[str, Any]],
+    ],
+    Awaitable[dict[str, Any]],
+]
+
+
 async def evaluate(
     settings: Settings,
     conversations: list[dict[str, Any]],
     mode: str,
     workdir: Path,
     rankings: dict[str, dict[str, Any]] = RANKINGS,
+    ask: Ask = ask_all,
 ) -> dict[str, Any]:
     """Import, consolidate and ask, on the database of ``settings`` (a fresh one), once per
-    ranking of ``rankings`` (a label and the memory settings it overrides)."""
+    ranking of ``rankings`` (a label and the memory settings it overrides); ``ask`` asks
+    (:func:`ask_all` unless another measures something else, as benchmarks.ablations does)."""
     from agent_memory.backfill import import_jsonl
     from agent_memory.settings import use_settings
 
@@ -210,7 +227,7 @@ async def evaluate(
             turns = fact_turns(conn, mode, conversations)
             messages = snippet_turns(conn)
             facts = conn.execute("SELECT count(*) FROM agent_memory.memory_items").fetchone()
-        results = await ask_all(settings, conversations, turns, messages, rankings)
+        results = await ask(settings, conversations, turns, messages, rankings)
     finally:
         use_settings(None)
     first = next(iter(results.values()), {"overall": {"inferred": 0.0}})
@@ -262,6 +279,48 @@ def meets_bounds(result: dict[str, Any]) -> bool:
     return float(result["rankings"]["hybrid_snippets"]["overall"]["recall@10"]) >= 0.85
 
 
+def measure(
+    conversations: list[dict[str, Any]],
+    mode: str = "turns",
+    extractor: str = "turns",
+    rankings: dict[str, dict[str, Any]] = RANKINGS,
+    ask: Ask = ask_all,
+) -> dict[str, Any]:
+    """One run of :func:`evaluate` on a database of its own and the Prefect server of
+    :func:`benchmarks._common.prefect_server` (one a process: Prefect's client keeps the
+    first server it is given); the facts
+    made by ``extractor``: ``turns`` (a loopback model that keeps every turn), ``oracle`` (one
+    that knows the answers) or ``configured`` (the settings' extractor, offline by default)."""
+    from tests.fake_llm import FakeLLM
+
+    answer = {"turns": every_turn, "oracle": oracle}.get(extractor)
+    with bench_database(DB_NAME) as (_admin, dsn):
+        llm = FakeLLM().start() if answer is not None else None
+        try:
+            base = Settings()
+            if llm is not None and answer is not None:
+                llm.reset(answer(conversations))
+                name = "every-turn" if extractor == "turns" else "oracle"
+                base = base.model_copy(
+                    update={
+                        "llm": LLMSettings(
+                            model=f"openai/{name}",
+                            api_base=llm.api_base,
+                            api_key=SecretStr("x"),
+                            batch_tokens=TURNS_BATCH_TOKENS,
+                        )
+                    }
+                )
+            settings = base.model_copy(update={"db": DatabaseSettings(url=SecretStr(dsn))})
+            with tempfile.TemporaryDirectory(prefix="am-recall-") as work:
+                return asyncio.run(
+                    evaluate(settings, conversations, mode, Path(work), rankings, ask)
+                )
+        finally:
+            if llm is not None:
+                llm.stop()
+
+
 def main(argv: list[str] | None = None) -> int:
     cli = parser("recall", __doc__, quick="the first two conversations")
     cli.add_argument("--dataset", type=Path, help="JSON Lines (default: the built-in set)")
@@ -287,34 +346,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         conversations = conversations[:2]
 
-    from tests.fake_llm import FakeLLM
-
-    answer = {"turns": every_turn, "oracle": oracle}.get(
-        "turns" if args.mode == "turns" else args.extractor
-    )
-    with bench_database(DB_NAME) as (_admin, dsn), prefect_server():
-        llm = FakeLLM().start() if answer is not None else None
-        try:
-            base = Settings()
-            if llm is not None and answer is not None:
-                llm.reset(answer(conversations))
-                name = "every-turn" if args.mode == "turns" else "oracle"
-                base = base.model_copy(
-                    update={
-                        "llm": LLMSettings(
-                            model=f"openai/{name}",
-                            api_base=llm.api_base,
-                            api_key=SecretStr("x"),
-                            batch_tokens=TURNS_BATCH_TOKENS,
-                        )
-                    }
-                )
-            settings = base.model_copy(update={"db": DatabaseSettings(url=SecretStr(dsn))})
-            with tempfile.TemporaryDirectory(prefix="am-recall-") as work:
-                result = asyncio.run(evaluate(settings, conversations, args.mode, Path(work)))
-        finally:
-            if llm is not None:
-                llm.stop()
+    with prefect_server():
+        result = measure(
+            conversations, args.mode, "turns" if args.mode == "turns" else args.extractor
+        )
     result["dataset"] = handled
     result["pass"] = None
     if not args.dataset and args.mode == "turns":
