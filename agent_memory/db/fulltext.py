@@ -8,6 +8,11 @@ document frequency, damped by the row's length against the average (k1 = 1.2, b 
 ts_rank has no IDF, so a common word ("now", "work") would weigh as much as the one that
 says what is asked. A question's first 32 distinct words (in lexeme order) are weighed.
 
+Every text is parsed in its language, and the question by the same rule
+(``agent_memory.search_vector``, sql/0034_text_in_its_language.sql): the stemmer and stop words
+of the language whose stop words it holds most, and Chinese, Japanese and Korean runs as their
+characters and pairs of characters.
+
 The statistics are the scope's own, exact: how many of its rows hold each word, how many
 rows it has and their total length, kept by ``agent_memory.term_counts`` (``corpus`` 'f'
 for facts, 's' for conversation sentences; sql/0017_term_counts.sql) as rows are written,
@@ -42,13 +47,11 @@ from collections.abc import Sequence
 from agent_memory.db.fragments import SCOPE_KEY, SCOPE_MATCH
 from agent_memory.db.levels import level_key, merged
 
-# Any word of the message, stemmed: plainto_tsquery ANDs the words (and chains compounds with
-# <->); every operator between two quoted lexemes becomes OR. NULL text: no relevance. A
-# message of stop words or punctuation only gives an empty query, which matches nothing.
-# MATERIALIZED: computed once, where a prepared statement's generic plan would otherwise
-# rebuild it from the parameter for every row it is matched against.
-QUERY = """(SELECT regexp_replace(plainto_tsquery('english', %(text)s)::text,
-                                  ' (&|<->|<[0-9]+>) ', ' | ', 'g')::tsquery AS q)"""
+# Any word of the message, parsed as every text is (see the module), ORed: the rows a question
+# matches at all. NULL text: no relevance; a message of stop words or punctuation only gives
+# an empty query, which matches nothing.
+QUERY = """(SELECT coalesce(string_agg(quote_literal(lexeme), ' | '), '')::tsquery AS q
+    FROM unnest(tsvector_to_array(agent_memory.search_vector(%(text)s))) AS lexeme)"""
 
 
 def text_hits(
@@ -106,7 +109,7 @@ def text_hits(
     WHERE x.searched AND x.search @@ (SELECT q FROM asked)"""
     return f"""terms AS (
     SELECT lexeme, quote_literal(lexeme)::tsquery AS q
-    FROM unnest(tsvector_to_array(to_tsvector('english', %(text)s))) AS lexeme
+    FROM unnest(tsvector_to_array(agent_memory.search_vector(%(text)s))) AS lexeme
     LIMIT 32
 ),
 {corpus_cte},

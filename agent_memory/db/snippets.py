@@ -45,7 +45,7 @@ _PENDING_ID = -(2**62)
 _PENDING = f"""pending AS MATERIALIZED (
     SELECT {_PENDING_ID} + row_number() OVER (ORDER BY e.id, p.position, p.part) AS id,
            e.id AS episode_id, p.position, p.part, p.speaker, p.role, e.occurred_at, p.content,
-           to_tsvector('english'::regconfig, p.speaker || ': ' || p.content) AS search,
+           agent_memory.search_vector(p.speaker || ': ' || p.content) AS search,
            e.occurred_at >= coalesce(%(since)s, '-infinity'::timestamptz)
                AND e.occurred_at < coalesce(%(until)s, 'infinity'::timestamptz) AS searched
     FROM (SELECT q.episode_id FROM agent_memory.snippet_queue q
