@@ -29,7 +29,6 @@ Decay is not what is measured here: inject reads every fact whatever its faded i
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import sys
 import tempfile
@@ -53,6 +52,7 @@ from agent_memory.settings import DatabaseSettings, LLMSettings, MemorySettings,
 from benchmarks import recall_set
 from benchmarks._common import bench_database, emit, parser, prefect_server
 from benchmarks._recall_dataset import AGENT, episodes_jsonl, load_dataset, read_dataset
+from benchmarks._recall_floors import FLOORS, below_floors, meets_bounds
 from benchmarks._recall_llm import every_turn, oracle
 from benchmarks._recall_prepare import MAX_SESSION_TURNS
 from benchmarks._recall_score import (
@@ -70,7 +70,17 @@ from benchmarks._recall_score import (
 )
 
 # what other code (tests) takes from here
-__all__ = ["RANKINGS", "evaluate", "every_turn", "main", "oracle", "read_dataset"]
+__all__ = [
+    "FLOORS",
+    "RANKINGS",
+    "below_floors",
+    "evaluate",
+    "every_turn",
+    "main",
+    "meets_bounds",
+    "oracle",
+    "read_dataset",
+]
 
 # each ranking a label and the memory settings it overrides; the hybrid under both fusions and
 # without each of its guards on meaning, so one run says what each choice is worth
@@ -185,6 +195,38 @@ async def ask_all(
     return results
 
 
+# the reference of issue 54: full text as PostgreSQL's language-neutral `simple` parses it (no
+# stemming, no stop words, a run of Chinese or Japanese characters one word), every stored text
+# parsed again by it, and the rankings that read full text asked again
+SIMPLE_RANKINGS = {name: RANKINGS[name] for name in ("text", "hybrid_snippets")}
+_AS_SIMPLE = [
+    "CREATE OR REPLACE FUNCTION agent_memory.search_vector(t text) RETURNS tsvector"
+    " LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE RETURN to_tsvector('simple'::regconfig, t)",
+    "UPDATE agent_memory.memory_items SET content = content",
+    "UPDATE agent_memory.snippets SET content = content",
+    "SELECT agent_memory.recount_terms('f'), agent_memory.recount_terms('s')",
+]
+
+
+async def ask_with_simple_reference(
+    settings: Settings,
+    conversations: list[dict[str, Any]],
+    facts: dict[int, set[Turn]],
+    snippets: dict[tuple[int, int], Turn],
+    rankings: dict[str, dict[str, Any]],
+) -> dict[str, Any]:
+    """:func:`ask_all`, then the same memory parsed as `simple` and asked again by the
+    rankings of :data:`SIMPLE_RANKINGS` (``text_simple``, ``hybrid_snippets_simple``). The
+    database is the run's own: its parsing is not restored."""
+    results = await ask_all(settings, conversations, facts, snippets, rankings)
+    dsn = settings.db.url.get_secret_value() if settings.db.url else ""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for statement in _AS_SIMPLE:
+            conn.execute(statement)
+    simple = await ask_all(settings, conversations, facts, snippets, SIMPLE_RANKINGS)
+    return {**results, **{f"{name}_simple": r for name, r in simple.items()}}
+
+
 # how a run asks its questions once memory holds the conversations: (settings, conversations,
 # the turns each fact stands for, the turn of each message, the rankings) -> figures per ranking
 Ask = Callable[
@@ -251,34 +293,6 @@ async def evaluate(
     }
 
 
-# The figures of the built-in set that a change may not lower, per size (the smoke run's is
-# "quick"), recorded from a run of main: a lower one fails the run (python -m benchmarks).
-FLOORS = Path(__file__).with_name("recall_floors.json")
-
-
-def below_floors(result: dict[str, Any], size: str, floors: Path = FLOORS) -> list[str]:
-    """Each figure of ``result`` below its floor for ``size`` in ``floors`` (turns mode on the
-    built-in set), as "ranking metric: figure < floor"; a ranking or metric the run lacks is
-    missing, which says so too."""
-    recorded: dict[str, dict[str, float]] = json.loads(floors.read_text())["turns"][size]
-    below = []
-    for ranking, metrics in recorded.items():
-        overall = result["rankings"].get(ranking, {}).get("overall", {})
-        for metric, floor in metrics.items():
-            figure = overall.get(metric)
-            if figure is None:
-                below.append(f"{ranking} {metric}: missing < {floor}")
-            elif float(figure) < floor:
-                below.append(f"{ranking} {metric}: {figure} < {floor}")
-    return below
-
-
-def meets_bounds(result: dict[str, Any]) -> bool:
-    """Issue 36's bound for the built-in set, in either mode: the default inject (the hybrid
-    with snippets) has recall@10 of at least 0.85."""
-    return float(result["rankings"]["hybrid_snippets"]["overall"]["recall@10"]) >= 0.85
-
-
 def measure(
     conversations: list[dict[str, Any]],
     mode: str = "turns",
@@ -333,6 +347,13 @@ def main(argv: list[str] | None = None) -> int:
         "and updates what changed (what the pipeline does with a model's operations)",
     )
     cli.add_argument("--out", type=Path, help="also write the JSON here")
+    cli.add_argument(
+        "--simple-reference",
+        action="store_true",
+        help="also ask the full-text rankings with every text parsed as PostgreSQL's "
+        "language-neutral `simple` (text_simple, hybrid_snippets_simple): the reference for "
+        "memory in other languages",
+    )
     cli.add_argument("--write-dataset", type=Path, help="write the built-in set and exit")
     args = cli.parse_args(argv)
     if args.write_dataset:
@@ -348,7 +369,10 @@ def main(argv: list[str] | None = None) -> int:
 
     with prefect_server():
         result = measure(
-            conversations, args.mode, "turns" if args.mode == "turns" else args.extractor
+            conversations,
+            args.mode,
+            "turns" if args.mode == "turns" else args.extractor,
+            ask=ask_with_simple_reference if args.simple_reference else ask_all,
         )
     result["dataset"] = handled
     result["pass"] = None

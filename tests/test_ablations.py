@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import SecretStr
 
-from agent_memory.settings import LLMSettings, Settings
+from agent_memory.settings import Settings
 from benchmarks import ablations, recall
 from tests.fake_llm import FakeLLM
+from tests.recall_runs import every_turn_settings
 
 MONDAY = date(2024, 1, 8)
 
@@ -122,13 +122,6 @@ async def test_a_run_scores_every_column_and_its_base_is_the_harness_hybrid(
     settings: Settings, fake_llm: FakeLLM, tmp_path: Path
 ) -> None:
     conversations = recall.read_dataset(None)[:2]
-    fake_llm.reset(recall.every_turn(conversations))
-    llm = LLMSettings(
-        model="openai/every-turn",
-        api_base=fake_llm.api_base,
-        api_key=SecretStr("x"),
-        batch_tokens=recall.TURNS_BATCH_TOKENS,
-    )
     both: dict[str, Any] = {}
 
     async def ask(*args: Any) -> dict[str, Any]:
@@ -137,7 +130,7 @@ async def test_a_run_scores_every_column_and_its_base_is_the_harness_hybrid(
         return {}
 
     await recall.evaluate(
-        settings.model_copy(update={"llm": llm}),
+        every_turn_settings(settings, fake_llm, conversations),
         conversations,
         "turns",
         tmp_path,

@@ -18,6 +18,7 @@ from agent_memory.settings import LLMSettings, Settings
 from benchmarks import _recall_dataset, recall
 from benchmarks._recall_prepare import MAX_SESSION_TURNS
 from tests.fake_llm import FakeLLM
+from tests.recall_runs import every_turn_settings
 
 LONG_TURN = " ".join(f"word{n}" for n in range(3000)) + " My boat is called Tern."
 
@@ -177,16 +178,9 @@ async def test_a_dataset_of_every_defect_runs_through_the_whole_harness(
     conversations, handled = _recall_dataset.load_dataset(
         _write(_dataset(), tmp_path / "set.jsonl")
     )
-    fake_llm.reset(recall.every_turn(conversations))
     # the harness's own batch budget: the long turn's session is cut for its prompt
-    llm = LLMSettings(
-        model="openai/every-turn",
-        api_base=fake_llm.api_base,
-        api_key="x",
-        batch_tokens=recall.TURNS_BATCH_TOKENS,
-    )
     result = await recall.evaluate(
-        settings.model_copy(update={"llm": llm}),
+        every_turn_settings(settings, fake_llm, conversations),
         conversations,
         "turns",
         tmp_path,

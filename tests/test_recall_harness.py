@@ -15,6 +15,7 @@ from agent_memory.settings import LLMSettings, Settings
 from benchmarks import _recall_score as _score
 from benchmarks import recall, recall_set
 from tests.fake_llm import FakeLLM
+from tests.recall_runs import every_turn_settings
 
 
 def test_the_built_in_set_is_what_the_issue_asks_for() -> None:
@@ -59,15 +60,8 @@ async def test_turns_mode_ranks_every_method_in_one_run(
     settings: Settings, fake_llm: FakeLLM, tmp_path: Path
 ) -> None:
     conversations = recall.read_dataset(None)[:2]
-    fake_llm.reset(recall.every_turn(conversations))
-    llm = LLMSettings(
-        model="openai/every-turn",
-        api_base=fake_llm.api_base,
-        api_key="x",
-        batch_tokens=recall.TURNS_BATCH_TOKENS,
-    )
     result: dict[str, Any] = await recall.evaluate(
-        settings.model_copy(update={"llm": llm}), conversations, "turns", tmp_path
+        every_turn_settings(settings, fake_llm, conversations), conversations, "turns", tmp_path
     )
     # one fact per distinct attributed turn of a conversation (a scope), each traced to it
     distinct = sum(
