@@ -236,6 +236,7 @@ DECLARE
     languages text[];
     scripts text[] := ARRAY['greek', 'arabic', 'armenian', 'tamil', 'hindi'];
     config text[];
+    numbered jsonb;
 BEGIN
     SELECT array_agg(DISTINCT x.language ORDER BY x.language) INTO languages
     FROM jsonb_each(agent_memory.stop_word_languages()) AS e(word, found),
@@ -245,34 +246,38 @@ BEGIN
     FROM unnest(languages || scripts) WITH ORDINALITY AS l(language, n)
     LEFT JOIN pg_ts_config c
         ON c.cfgname = l.language AND c.cfgnamespace = 'pg_catalog'::regnamespace;
+    -- the stop words again, each with the numbers of its languages in that list: the rule
+    -- counts by number, with no lookup of a name
+    SELECT jsonb_object_agg(e.word, (SELECT jsonb_agg(array_position(languages, x.language))
+                                     FROM jsonb_array_elements_text(e.found) AS x(language)))
+    INTO numbered
+    FROM jsonb_each(agent_memory.stop_word_languages()) AS e(word, found);
     EXECUTE format($f$
 CREATE OR REPLACE FUNCTION agent_memory.text_config(t text) RETURNS regconfig
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $body$
 DECLARE
-    languages constant text[] := %L;
     configs constant regconfig[] := %L;
-    counts integer[] := array_fill(0, ARRAY[cardinality(languages)]);
+    english constant integer := %s;
+    counts integer[] := array_fill(0, ARRAY[%s]);
     word text;
     found jsonb;
     at integer;
-    words integer := 0;
     best integer := 0;
 BEGIN
-    FOREACH word IN ARRAY regexp_split_to_array(
-        lower(t), '[[:space:][:punct:]«»‹›„“”‘’‚¡¿…–—·、。，！？：；（）「」『』]+')
+    FOREACH word IN ARRAY (regexp_split_to_array(
+        lower(t), '[[:space:][:punct:]«»‹›„“”‘’‚¡¿…–—·、。，！？：；（）「」『』]+'))[1:64]
     LOOP
-        words := words + 1;
-        EXIT WHEN words > 64;
-        found := agent_memory.stop_word_languages() -> word;
-        CONTINUE WHEN found IS NULL;
-        FOR i IN 0 .. jsonb_array_length(found) - 1 LOOP
-            at := array_position(languages, found ->> i);
-            counts[at] := counts[at] + 1;
-        END LOOP;
+        found := %L::jsonb -> word;
+        IF found IS NOT NULL THEN
+            FOR i IN 0 .. jsonb_array_length(found) - 1 LOOP
+                at := (found ->> i)::integer;
+                counts[at] := counts[at] + 1;
+            END LOOP;
+        END IF;
     END LOOP;
-    FOR i IN 1 .. cardinality(languages) LOOP
+    FOR i IN 1 .. cardinality(counts) LOOP
         IF counts[i] > 0 AND (best = 0 OR counts[i] > counts[best]
-                              OR (counts[i] = counts[best] AND languages[i] = 'english')) THEN
+                              OR (counts[i] = counts[best] AND i = english)) THEN
             best := i;
         END IF;
     END LOOP;
@@ -280,7 +285,7 @@ BEGIN
         RETURN configs[best];
     END IF;
     -- no stop word: by the script (the scripts' configurations follow the languages')
-    best := cardinality(languages);
+    best := cardinality(counts);
     RETURN CASE WHEN t ~ '[\u0370-\u03ff]' THEN configs[best + 1]
                 WHEN t ~ '[\u0600-\u06ff]' THEN configs[best + 2]
                 WHEN t ~ '[\u0530-\u058f]' THEN configs[best + 3]
@@ -290,7 +295,7 @@ BEGIN
                 ELSE 'english'::regconfig END;
 END
 $body$
-$f$, languages, config);
+$f$, config, array_position(languages, 'english'), cardinality(languages), numbered);
 END
 $config$;
 
