@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import psycopg
@@ -122,22 +123,39 @@ def question(rng: random.Random) -> str:
 
 
 def embed_locally(
-    conn: psycopg.Connection[Any], items: str, embeddings: str, key: str, model: str = EMBED_MODEL
+    conn: psycopg.Connection[Any],
+    items: str,
+    embeddings: str,
+    key: str,
+    model: str = EMBED_MODEL,
+    *,
+    vectors: Callable[[list[str]], Sequence[Sequence[float]]] | None = None,
+    user: str | None = None,
 ) -> int:
-    """Embed every row of ``items`` with the bundled model into ``embeddings`` (as the flows
-    would, as ``model``): real vectors, so an HNSW index meets the structure real text
-    has (random vectors are its worst case). How many."""
-    from agent_memory.local_embedding import load
+    """Embed every row of ``items`` (of ``user``'s scopes, when given) into ``embeddings``
+    (as the flows would, as ``model``), by ``vectors`` (default: the bundled model): real
+    vectors, so an HNSW index meets the structure real text has (random vectors are its
+    worst case). How many."""
+    if vectors is None:
+        from agent_memory.local_embedding import load
 
-    embedder = load()
-    rows = conn.execute(f"SELECT id, scope_key, content FROM agent_memory.{items}").fetchall()
+        bundled = load()
+
+        def vectors(texts: list[str]) -> Sequence[Sequence[float]]:
+            return bundled.embed(texts, norm=True)  # type: ignore[no-any-return]
+
+    only = "" if user is None else " WHERE user_id = %(user)s"
+    rows = conn.execute(
+        f"SELECT id, scope_key, content FROM agent_memory.{items}{only}", {"user": user}
+    ).fetchall()
     with conn.cursor().copy(
         f"COPY agent_memory.{embeddings} ({key}, scope_key, model, embedding) FROM STDIN"
     ) as copy:
         for start in range(0, len(rows), 4096):
             batch = rows[start : start + 4096]
-            vectors = embedder.embed([r[2] for r in batch], norm=True)
-            for (row_id, scope_key, _), vector in zip(batch, vectors, strict=True):
+            for (row_id, scope_key, _), vector in zip(
+                batch, vectors([r[2] for r in batch]), strict=True
+            ):
                 text = "[" + ",".join(f"{x:.6g}" for x in vector) + "]"
                 copy.write_row((row_id, scope_key, model, text))
     return len(rows)

@@ -171,6 +171,10 @@ class Conversation:
                     self.fact_of[turn] = fact_id
         self.turns_of = {f: {t for t in ts if t in self.speaker} for f, ts in facts.items()}
 
+    def said(self, fact_id: int) -> str:
+        """A fact's text: its turn attributed ("Speaker: text"), "" for a fact of no turn."""
+        return next((self.text[t] for t in self.turns_of.get(fact_id, ())), "")
+
     def named(self, question: str) -> set[str]:
         """The speakers ``question`` names: by name, or the user by "I", "me" or "my"."""
         names = {s for s in self.speakers if re.search(rf"\b{re.escape(s)}\b", question, re.I)}
@@ -221,9 +225,7 @@ def _items(conv: Conversation, s: Scores, facts: dict[int, set[Turn]]) -> list[I
     best = sorted((f for f, v in s.items() if v > 0), key=lambda f: (-s[f], f))[:TOP]
     out: list[Item] = []
     for f in best:
-        turns = facts.get(f, set())
-        text = next((conv.text[t] for t in turns if t in conv.text), "")
-        out.append((turns, text))
+        out.append((facts.get(f, set()), conv.said(f)))
     return out
 
 
@@ -285,7 +287,9 @@ async def ask_ablations(
                 first = _scores(await pool.inject(scope, query=q["question"], on=on))
                 ms = (time.perf_counter() - started) * 1000
                 best = sorted(first, key=lambda f: (-first[f], f))[:FEEDBACK_FACTS]
-                expanded = " ".join([q["question"], *(_fact_text(conv, facts, f) for f in best)])
+                # the feedback is what was said, without who said it
+                said = (conv.said(f).split(": ", 1)[-1] for f in best)
+                expanded = " ".join([q["question"], *said])
                 started = time.perf_counter()
                 second = _scores(await pool.inject(scope, query=expanded, on=on))
                 feedback_ms = ms + (time.perf_counter() - started) * 1000
@@ -307,12 +311,6 @@ async def ask_ablations(
         await default.close()
         await pool.close()
     return {column: summarise(r) for column, r in rows.items()}
-
-
-def _fact_text(conv: Conversation, facts: dict[int, set[Turn]], fact_id: int) -> str:
-    """A fact's text without its speaker (the feedback is what was said)."""
-    text = next((conv.text[t] for t in facts.get(fact_id, ()) if t in conv.text), "")
-    return text.split(": ", 1)[-1]
 
 
 # ---- the run ------------------------------------------------------------------------------------

@@ -42,7 +42,13 @@ from agent_memory.settings import (
 )
 from benchmarks._common import agent_connection, bench_database, emit, parser, summary, timings
 from benchmarks._inject_runs import relevance_params
-from benchmarks._synthetic import build_ann_indexes, load_facts, question, scope_of
+from benchmarks._synthetic import (
+    build_ann_indexes,
+    embed_locally,
+    load_facts,
+    question,
+    scope_of,
+)
 
 DB = "agent_memory_bench_multilingual"
 FULL = {"facts": 10_000, "iterations": 400}
@@ -52,24 +58,6 @@ BOUNDS_MS = {"inject": 25.0, "ranking": 5.0}
 # a scope of each model (fact g is in scope g % 6): the vectors' table holds one per fact,
 # and both scopes are a user's alone, so each inject reads the same levels
 SCOPES = {"e5": scope_of(1), "wordllama": scope_of(5)}
-
-
-def embed_facts(conn: psycopg.Connection[Any], embedder: LocalEmbedder, user: str) -> int:
-    """Every fact of ``user``'s scope a vector by ``embedder``'s model, stored as the flows
-    store them."""
-    rows = conn.execute(
-        "SELECT id, scope_key, content FROM agent_memory.memory_items WHERE user_id = %s", (user,)
-    ).fetchall()
-    with conn.cursor().copy(
-        "COPY agent_memory.fact_embeddings (fact_id, scope_key, model, embedding) FROM STDIN"
-    ) as copy:
-        for start in range(0, len(rows), 256):
-            batch = rows[start : start + 256]
-            for (fact_id, scope_key, _), vector in zip(
-                batch, embedder.embed_sync([r[2] for r in batch]), strict=True
-            ):
-                copy.write_row((fact_id, scope_key, embedder.model, str(vector)))
-    return len(rows)
 
 
 def measure(dsn: str, facts: int, iterations: int) -> dict[str, Any]:
@@ -85,7 +73,15 @@ def measure(dsn: str, facts: int, iterations: int) -> dict[str, Any]:
     with psycopg.connect(dsn, autocommit=True) as conn:
         load_facts(conn, facts * 6, 6)
         for name, embedder in embedders.items():
-            embed_facts(conn, embedder, str(SCOPES[name].user_id))
+            embed_locally(
+                conn,
+                "memory_items",
+                "fact_embeddings",
+                "fact_id",
+                embedder.model,
+                vectors=embedder.embed_sync,
+                user=SCOPES[name].user_id,
+            )
         conn.execute("VACUUM ANALYZE agent_memory.fact_embeddings")
         # each scope's word counts folded, as the consolidation flow leaves them (unfolded,
         # the statistics are read from one row per fact)
