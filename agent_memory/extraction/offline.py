@@ -2,8 +2,11 @@
 
 It reads what the *user* said, sentence by sentence, and keeps first-person statements about
 themselves ("I'm a ...", "I prefer ...", "we use ...", "my ... keeps timing out"), rewritten in
-the third person. It is far less clever than a model, but the same input always gives the same
-facts, so the whole pipeline runs and can be tested with no LLM configured.
+the third person. Its rules are English: a sentence that full text reads as another language
+(agent_memory.languages, the database's rule) makes no fact, and what it says stays in its
+episode, whose messages are searched in their own language. It is far less clever than a
+model, but the same input always gives the same facts, so the whole pipeline runs and can be
+tested with no LLM configured.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from agent_memory import token_estimate
 from agent_memory.extraction.base import Extraction
 from agent_memory.extraction.rules import GREETING, facts_from_text, third_person
 from agent_memory.extraction.summary import SENTENCE, episode_summary
+from agent_memory.languages import is_english
 from agent_memory.messages import role_and_text
 from agent_memory.models import Episode, KnownFact, Level, Operation
 from agent_memory.usage import Usage
@@ -79,7 +83,9 @@ def operations_from_text(
     for raw in SENTENCE.split(text):
         sentence = GREETING.sub("", raw.strip()).strip().rstrip(".!?").strip()
         sentence = re.sub(r"^(?:actually|now|so),?\s+", "", sentence, flags=re.I)
-        if len(sentence) < 6 or sentence.endswith("?"):
+        # the rules are English sentences: another language's sentence is left to the
+        # episode (its messages are searched in their language), never read by them
+        if len(sentence) < 6 or sentence.endswith("?") or not is_english(sentence):
             continue
         changed = _changes(sentence, known)
         ops.extend(changed if changed is not None else _stated(sentence, known, said_on))

@@ -9,7 +9,10 @@ from agent_memory.messages import role_and_text
 from agent_memory.models import Episode
 
 # where a user's message is cut into the statements the rules read one by one
-SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+|;\s*|,?\s+and\s+(?=(?:I|we|my|our)\b)", re.I)
+# (Chinese and Japanese end a sentence with a full-width mark and no space)
+SENTENCE = re.compile(
+    r"(?<=[.!?])\s+|(?<=[。！？])\s*|\n+|;\s*|,?\s+and\s+(?=(?:I|we|my|our)\b)", re.I
+)
 
 SUMMARY_CHARS = 160
 
