@@ -1,4 +1,4 @@
-"""python -m benchmarks.offline [--sample FILE]
+"""python -m benchmarks.offline [--sample FILE] [--languages DATASET ...]
 
 How good the offline extractor's facts are, on a labelled sample of user turns
 (tests/data/offline_sample.jsonl: each line a user's message and the facts a careful reader
@@ -6,6 +6,12 @@ accepts as well-formed, true statements about the user from it, often none). It 
 facts per 100 user turns, the share of the extracted facts that are well-formed (among the
 accepted ones), the share of the accepted facts the rules found, and every fact that is not
 well-formed, so a change to the rules is judged on all three.
+
+With --languages, for each recall dataset (JSON Lines as benchmarks.recall reads them; ``-`` for
+the built-in set) it prints instead what the rules read of its users' sentences: how many full
+text parses as each language, and the facts the rules find in those it does not parse as
+English, which the offline extractor leaves unread (docs/memory.md, "Memory in other
+languages").
 """
 
 from __future__ import annotations
@@ -18,7 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from agent_memory.extraction.rules import facts_from_text
+from agent_memory.extraction.summary import SENTENCE
+from agent_memory.languages import ENGLISH, language_of
 from benchmarks._common import emit, parser
+from benchmarks._recall_dataset import read_dataset
 
 DAY = date(2026, 5, 4)
 _SAID_ON = re.compile(r" \(said on \d{4}-\d{2}-\d{2}\)\.$")
@@ -50,11 +59,40 @@ def measure(sample: Path = SAMPLE) -> dict[str, Any]:
     }
 
 
+def languages(dataset: Path | None) -> dict[str, Any]:
+    """The languages of a dataset's user sentences (``dataset`` None: the built-in set), and
+    the facts the rules find in the sentences not parsed as English."""
+    by_language: dict[str, int] = {}
+    unread: list[dict[str, Any]] = []
+    for conversation in read_dataset(dataset):
+        for session in conversation["sessions"]:
+            for turn in session["turns"]:
+                if turn["speaker"] != conversation["user"]:
+                    continue
+                for sentence in filter(str.strip, SENTENCE.split(turn["text"])):
+                    language = language_of(sentence)
+                    by_language[language] = by_language.get(language, 0) + 1
+                    facts = [] if language == ENGLISH else facts_from_text(sentence, DAY)
+                    if facts:
+                        unread.append({"sentence": sentence, "facts": [f.content for f in facts]})
+    return {
+        "dataset": str(dataset) if dataset else "built-in",
+        "user_sentences": sum(by_language.values()),
+        "by_language": dict(sorted(by_language.items(), key=lambda kv: -kv[1])),
+        "facts_in_sentences_not_english": sum(len(u["facts"]) for u in unread),
+        "unread": unread,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     cli = parser("offline", __doc__)
     cli.add_argument("--sample", type=Path, default=SAMPLE)
+    cli.add_argument("--languages", nargs="+", metavar="DATASET")
     args = cli.parse_args(argv)
-    emit(measure(args.sample))
+    if args.languages:
+        emit({"datasets": [languages(None if d == "-" else Path(d)) for d in args.languages]})
+    else:
+        emit(measure(args.sample))
     return 0
 
 

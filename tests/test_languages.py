@@ -5,6 +5,7 @@ episode, searched in its language. Every sentence here was written for these tes
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -132,6 +133,17 @@ def test_a_message_in_two_languages_gives_the_facts_of_its_english() -> None:
     assert [op.content for op in operations_from_text("I use das neue Werkzeug")] == [
         "User uses das neue Werkzeug."
     ]
+
+
+def test_the_benchmark_counts_each_datasets_sentences_by_language() -> None:
+    from benchmarks.offline import languages
+
+    data = Path(__file__).parent / "data"
+    chinese = languages(data / "memorybank_cn_sample.jsonl")
+    english = languages(data / "memorybank_en_sample.jsonl")
+    assert chinese["by_language"]["simple"] >= 0.9 * chinese["user_sentences"] > 0
+    assert english["by_language"]["english"] >= 0.9 * english["user_sentences"] > 0
+    assert chinese["facts_in_sentences_not_english"] == 0
 
 
 @pytest.mark.usefixtures("prefect_harness")
