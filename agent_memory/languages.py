@@ -20,6 +20,7 @@ import re
 import unicodedata
 from functools import cache, lru_cache
 from importlib import resources
+from itertools import groupby
 
 ENGLISH = "english"
 SIMPLE = "simple"
@@ -64,22 +65,13 @@ def words(text: str, limit: int = _WORDS_READ) -> list[str]:
     """The first ``limit`` words the rule reads, lower-cased, as the database's
     ``regexp_split_to_array`` cuts them (an empty one before a leading break and after a
     trailing one, as it gives)."""
-    found: list[str] = []
-    start = 0
-    lowered = text.lower()
-    at = 0
-    while at < len(lowered) and len(found) < limit:
-        if _breaks(lowered[at]):
-            end = at
-            while at < len(lowered) and _breaks(lowered[at]):
-                at += 1
-            found.append(lowered[start:end])
-            start = at
-        else:
-            at += 1
-    if len(found) < limit and (start < len(lowered) or (lowered and _breaks(lowered[-1]))):
-        found.append(lowered[start:])
-    return found
+    runs = [(breaks, "".join(run)) for breaks, run in groupby(text.lower(), key=_breaks)]
+    found = [run for breaks, run in runs if not breaks]
+    if runs and runs[0][0]:
+        found.insert(0, "")
+    if runs and runs[-1][0]:
+        found.append("")
+    return found[:limit]
 
 
 def language_of(text: str) -> str:

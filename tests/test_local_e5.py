@@ -21,7 +21,7 @@ from agent_memory.local_embedding import LocalEmbedder
 from agent_memory.models import Scope
 from agent_memory.settings import E5_MODEL, EmbeddingSettings, MemorySettings, Settings
 from benchmarks.retrieval import load_facts
-from tests.processes import ROOT
+from tests.processes import ROOT, run_interpreter
 from tests.vectors import embed_all
 
 INES = Scope("ines", "assistant")
@@ -154,14 +154,7 @@ def test_openmp_threads_spin_briefly_unless_the_user_says_otherwise(
     given: dict[str, str], seen: str
 ) -> None:
     env = {k: v for k, v in os.environ.items() if k not in _OPENMP} | given
-    done = subprocess.run(
-        [sys.executable, "-c", WAITING],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = run_interpreter(["-c", WAITING], env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == seen
 
@@ -186,9 +179,7 @@ with ThreadPoolExecutor(4) as pool:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="counts threads in /proc")
 def test_one_team_of_openmp_threads_whichever_threads_ask() -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", TEAMS], cwd=ROOT, capture_output=True, text=True, timeout=120
-    )
+    done = run_interpreter(["-c", TEAMS], dict(os.environ))
     assert done.returncode == 0, done.stderr
     first, after = map(int, done.stdout.split())
     # each thread that called the engine itself would have brought a team of its own
