@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -26,9 +27,11 @@ def snippet_rows(tokens: int) -> int:
 _LONG_WORD = re.compile(r"\w{4,}")
 
 
-def _words(text: str) -> set[str]:
-    """The words that say what a text is about, roughly: those of four letters or more."""
-    return set(_LONG_WORD.findall(text.lower()))
+@functools.lru_cache(maxsize=4096)
+def _words(text: str) -> frozenset[str]:
+    """The words that say what a text is about, roughly: those of four letters or more.
+    Remembered: a scope's facts and messages come back inject after inject."""
+    return frozenset(_LONG_WORD.findall(text.lower()))
 
 
 def _cut(snippet: Snippet) -> Snippet:
@@ -42,7 +45,7 @@ def _cut(snippet: Snippet) -> Snippet:
     return snippet.model_copy(update=update) if update else snippet
 
 
-def _covers(fact: set[str], snippet: set[str]) -> bool:
+def _covers(fact: frozenset[str], snippet: frozenset[str]) -> bool:
     """True when a fact says what a snippet says (most of the shorter one's words)."""
     if not fact or not snippet:
         return False
@@ -57,19 +60,39 @@ class _FactWords:
     def __init__(self, facts: Ranked) -> None:
         self.sizes: list[int] = []
         self.holding: dict[str, list[int]] = {}
-        for _, content, _, _ in facts:
+        holding = self.holding
+        for at, (_, content, _, _) in enumerate(facts):
             words = _words(content)
             for word in words:
-                self.holding.setdefault(word, []).append(len(self.sizes))
+                if word in holding:
+                    holding[word].append(at)
+                else:
+                    holding[word] = [at]
             self.sizes.append(len(words))
 
-    def cover(self, says: set[str]) -> bool:
+    def cover(self, says: frozenset[str]) -> bool:
         """True when a fact says what ``says`` says (as :func:`_covers` has it)."""
         shared: dict[int, int] = {}
+        holding = self.holding
         for word in says:
-            for fact in self.holding.get(word, ()):
-                shared[fact] = shared.get(fact, 0) + 1
-        return any(n >= 0.8 * min(self.sizes[fact], len(says)) for fact, n in shared.items())
+            if word in holding:
+                for fact in holding[word]:
+                    shared[fact] = shared.get(fact, 0) + 1
+        n, sizes = len(says), self.sizes
+        return any(k >= 0.8 * min(sizes[fact], n) for fact, k in shared.items())
+
+
+def _first_covering(
+    chosen: list[tuple[Snippet, frozenset[str]]], says: frozenset[str]
+) -> int | None:
+    """The first chosen snippet that says what ``says`` says (as :func:`_covers` has it)."""
+    n = len(says)
+    if not n:
+        return None
+    for at, (_, said) in enumerate(chosen):  # _covers, inlined: it is asked most
+        if said and len(said & says) >= 0.8 * min(len(said), n):
+            return at
+    return None
 
 
 def chosen_snippets(found: list[Snippet], facts: Ranked, tokens: int) -> list[Snippet]:
@@ -79,7 +102,7 @@ def chosen_snippets(found: list[Snippet], facts: Ranked, tokens: int) -> list[Sn
     for it."""
     budget = float(tokens)
     facts_say = _FactWords(facts)
-    chosen: list[tuple[Snippet, set[str]]] = []
+    chosen: list[tuple[Snippet, frozenset[str]]] = []
     shown: set[tuple[int, int]] = set()  # (episode, position) of each message shown whole
     for snippet in found:
         snippet = _cut(snippet)
@@ -92,7 +115,7 @@ def chosen_snippets(found: list[Snippet], facts: Ranked, tokens: int) -> list[Sn
         if facts_say.cover(says):
             continue
         cost = token_estimate.tokens(snippet.line())
-        same = next((i for i, (_, said) in enumerate(chosen) if _covers(said, says)), None)
+        same = _first_covering(chosen, says)
         if same is not None:
             # the user's own words stand in for another's restatement of them, at its rank
             other = chosen[same][0]
