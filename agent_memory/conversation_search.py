@@ -1,27 +1,25 @@
 """Searching a scope's past conversations by relevance (the episodic tier): on its own
-(`ConversationSearch.search_conversations`) and beside an inject's ranking, on a second
-pooled connection when one is free, with the scope's own nearest-neighbour index when it has
-one. (The search of facts is `agent_memory.fact_search`.)
+(`ConversationSearch.search_conversations`) and for an inject, whose search runs in one
+statement with its facts' ranking (`agent_memory.db.together`), with the scope's own
+nearest-neighbour index when it has one. (The search of facts is `agent_memory.fact_search`.)
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import threading
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time
 from typing import Any
 
 import psycopg
-from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
+from psycopg_pool import AsyncConnectionPool
 
 from agent_memory import decay as decay_math
 from agent_memory.backend import Backend
 from agent_memory.db import fusion
 from agent_memory.db import snippets as snippet_repo
-from agent_memory.db.dual import Steps, run_async, run_sync
+from agent_memory.db.dual import Steps, run_async
+from agent_memory.db.recall import Ranking
 from agent_memory.errors import InvalidMessageError
 from agent_memory.messages import clean_text
 from agent_memory.models import (
@@ -34,9 +32,6 @@ log = logging.getLogger(__name__)
 
 # the start of a very long message is what relevance is measured against
 MAX_QUERY_CHARS = 2000
-
-# how long an inject waits for a second connection to search snippets beside its facts
-_SPARE_WAIT_S = 0.001
 
 
 @dataclass(frozen=True)
@@ -69,15 +64,6 @@ class ConversationSearch:
         self._queries = backend.queries
         self._ann = backend.ann
         self._reads = reads
-        self._lock = threading.Lock()
-        self._searcher: ThreadPoolExecutor | None = None  # inject_sync's snippet searches
-
-    def close(self) -> None:
-        """No more searches beside a sync inject: their threads end."""
-        with self._lock:
-            searcher = self._searcher
-        if searcher is not None:
-            searcher.shutdown()
 
     def steps(self, query: SnippetQuery | None) -> Steps[list[Snippet]]:
         """The snippet search of an inject (none without a query), on its connection."""
@@ -90,59 +76,10 @@ class ConversationSearch:
             log.warning("searching past conversations failed: %s", exc)
             return []
 
-    # The snippet search and the fact ranking are independent statements: an inject runs the
-    # search on a second pooled connection beside the ranking when one is free at once. It
-    # never waits for one: callers that each hold a connection and wait for another could
-    # starve the pool, so a busy pool runs both on the caller's connection, one after the other.
-
-    async def beside(
-        self, pool: AsyncConnectionPool, query: SnippetQuery | None
-    ) -> asyncio.Task[list[Snippet]] | None:
-        if query is None:
-            return None
-        try:
-            spare = await pool.getconn(timeout=_SPARE_WAIT_S)
-        except PoolTimeout:
-            return None
-
-        async def search() -> list[Snippet]:
-            try:
-                return await run_async(spare, self.steps(query))
-            finally:
-                await pool.putconn(spare)
-
-        return asyncio.create_task(search())
-
-    def beside_sync(
-        self, pool: ConnectionPool, query: SnippetQuery | None
-    ) -> Future[list[Snippet]] | None:
-        if query is None:
-            return None
-        try:
-            spare = pool.getconn(timeout=_SPARE_WAIT_S)
-        except PoolTimeout:
-            return None
-
-        def search() -> list[Snippet]:
-            try:
-                return run_sync(spare, self.steps(query))
-            finally:
-                pool.putconn(spare)
-
-        try:
-            return self._search_threads().submit(search)
-        except RuntimeError:  # closing: no thread to run it on
-            pool.putconn(spare)
-            return None
-
-    def _search_threads(self) -> ThreadPoolExecutor:
-        with self._lock:
-            if self._searcher is None:
-                self._searcher = ThreadPoolExecutor(
-                    max_workers=self.settings.db.pool_max_size,
-                    thread_name_prefix="agent-memory-search",
-                )
-            return self._searcher
+    def ranking_steps(self, query: SnippetQuery) -> Steps[Ranking]:
+        """The statement of an inject's snippet search (to run with its facts' ranking)."""
+        ann = (yield from self._ann.steps("snippets", query.scope)) if query.vector else None
+        return snippet_repo.search_ranking(query.params, query.vector, ann)
 
     async def search_conversations(
         self,

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import re
-from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any, Literal
@@ -20,22 +19,24 @@ from agent_memory.backend import Backend
 from agent_memory.conversation_search import MAX_QUERY_CHARS, ConversationSearch, SnippetQuery
 from agent_memory.db import episodes as episode_repo
 from agent_memory.db import facts as fact_repo
-from agent_memory.db import fusion
+from agent_memory.db import fusion, together
 from agent_memory.db import level_reads as level_repo
 from agent_memory.db import recall as recall_repo
 from agent_memory.db import snippets as snippet_repo
 from agent_memory.db.dual import Steps, run_async, run_sync
 from agent_memory.db.nearest import HNSW_DEFAULT_QUEUE
+from agent_memory.db.recall import Ranking
+from agent_memory.frame import Dates, frame
 from agent_memory.messages import clean_text
 from agent_memory.models import (
-    FactKind,
     HistoryEntry,
+    InjectRanking,
     Scope,
     Snippet,
     WorkingMemoryFrame,
 )
 from agent_memory.reads import Reads
-from agent_memory.snippet_choice import chosen_snippets, snippet_rows
+from agent_memory.snippet_choice import snippet_rows
 
 log = logging.getLogger(__name__)
 
@@ -50,19 +51,12 @@ _ABOUT_TIME = re.compile(
 )
 
 
-def _date_phrase(kind: str, since: datetime) -> str:
-    """How a prompt says when a fact became true: an event happened on a day, a plan was
-    said on one, anything else holds since."""
-    day = since.astimezone(UTC).date().isoformat()
-    return {"event": f"on {day}", "plan": f"said on {day}"}.get(kind, f"since {day}")
-
-
 @dataclass
 class _Recall:
     """How one inject ranks: importance only; by the priors alone (no question); or by
     relevance to the question, by full text, meaning, or both fused."""
 
-    ranking: Literal["importance", "priors", "text", "vector", "hybrid"]
+    ranking: InjectRanking
     day: date
     at: datetime  # the moment a used fact's decay clock restarts at
     before: datetime  # history up to here
@@ -83,17 +77,16 @@ class _Recall:
         return self.params
 
 
-_Dates = dict[int, tuple[FactKind, datetime]]
 # what an inject's facts read: ranked facts, history, dates, levels; and with its snippets
-_Recalled = tuple[recall_repo.Ranked, list[HistoryEntry], _Dates | None, level_repo.Origins | None]
+_Recalled = tuple[recall_repo.Ranked, list[HistoryEntry], Dates | None, level_repo.Origins | None]
 _Found = tuple[
-    recall_repo.Ranked, list[HistoryEntry], list[Snippet], _Dates | None, level_repo.Origins | None
+    recall_repo.Ranked, list[HistoryEntry], list[Snippet], Dates | None, level_repo.Origins | None
 ]
 
 
 class Injector:
     """Inject over ``backend``'s pools and settings: ``reads`` says where it reads,
-    ``conversations`` searches the past messages beside the facts."""
+    ``conversations`` searches the past messages to show beside the facts."""
 
     def __init__(self, backend: Backend, reads: Reads, conversations: ConversationSearch) -> None:
         self.settings = backend.settings
@@ -173,41 +166,15 @@ class Injector:
             queue=max(m.inject_candidates, HNSW_DEFAULT_QUEUE),
         )
         params["model"] = plan.params.get("model")
-        # read now: the fact ranking, running beside the search, may fall back to full text
+        # read now: the fact ranking, run before the search where apart, may fall back to full
+        # text
         return SnippetQuery(scope, params, plan.vector)
 
-    def _frame(
-        self,
-        scope: Scope,
-        plan: _Recall,
-        rows: recall_repo.Ranked,
-        history: list[HistoryEntry],
-        snippets: list[Snippet] | None = None,
-        dates: _Dates | None = None,
-        origins: level_repo.Origins | None = None,
-    ) -> WorkingMemoryFrame:
-        frame = WorkingMemoryFrame(
-            user_id=scope.user_id,
-            agent_id=scope.agent_id,
-            workflow_id=scope.workflow_id,
-            injected_facts=[content for _, content, _, _ in rows],
-            fact_ids=[fact_id for fact_id, _, _, _ in rows],
-            importances=[round(importance, 6) for _, _, importance, _ in rows],
-            ranking=plan.ranking,
-            scores=[round(score, 6) for _, _, _, score in rows]
-            if plan.ranking != "importance"
-            else [],
-            history=history,
-            snippets=chosen_snippets(
-                snippets or [], rows, self.settings.memory.inject_snippets_tokens
-            ),
-            fact_dates=[_date_phrase(*dates[fact_id]) for fact_id, _, _, _ in rows]
-            if dates
-            else [],
-            fact_levels=[origins[fact_id].level for fact_id, _, _, _ in rows] if origins else [],
-        )
-        frame.context = frame.render()
-        return frame
+    def _frame(self, scope: Scope, plan: _Recall, found: _Found) -> WorkingMemoryFrame:
+        """The frame of an inject by ``plan`` that found ``found``."""
+        rows, history, snippets, dates, origins = found
+        tokens = self.settings.memory.inject_snippets_tokens
+        return frame(scope, plan.ranking, rows, history, snippets, dates, origins, tokens)
 
     async def inject(
         self, scope: Scope, *, query: str | None = None, on: date | None = None
@@ -228,32 +195,37 @@ class Injector:
         search = self._snippet_query(scope, plan)
 
         async def read(
-            pool: AsyncConnectionPool, conn: psycopg.AsyncConnection[Any], primary: bool
+            _pool: AsyncConnectionPool, conn: psycopg.AsyncConnection[Any], primary: bool
         ) -> tuple[_Recall, _Found]:
             used = plan.copy()  # a fallback to full text changes it, and a read may run twice
-            beside = await self._conversations.beside(pool, search)
-            try:
-                rows, history, dates, origins = await run_async(
-                    conn, self._recall_steps(scope, used, on, reinforce=primary)
-                )
-            except BaseException:
-                if beside is not None:
-                    beside.cancel()
-                    with suppress(BaseException):
-                        await beside
-                raise
-            snippets = (
-                await beside
-                if beside is not None
-                else await run_async(conn, self._conversations.steps(search))
-            )
-            return used, (rows, history, snippets, dates, origins)
+            return used, await run_async(conn, self._read_steps(scope, used, search, on, primary))
 
         (used, found), primary = await self._reads.run(read)
         # read on the replica: written on the primary
         if not primary and self._reads.reinforces(on):
             await self._reads.reinforce(scope, [r[0] for r in found[0]], used.at)
-        return self._frame(scope, used, *found)
+        return self._frame(scope, used, found)
+
+    def _read_steps(
+        self,
+        scope: Scope,
+        plan: _Recall,
+        search: SnippetQuery | None,
+        on: date | None,
+        reinforce: bool,
+    ) -> Steps[_Found]:
+        """What one inject reads, on one connection: its facts and its past messages ranked
+        by one statement when it ranks by relevance; each on its own otherwise, or where that
+        statement failed."""
+        if search is not None and plan.ranking != "importance":
+            found = yield from self._together_steps(scope, plan, search, on, reinforce)
+            if found is not None:
+                return found
+        rows, history, dates, origins = yield from self._recall_steps(
+            scope, plan, on, reinforce=reinforce
+        )
+        snippets = yield from self._conversations.steps(search)
+        return rows, history, snippets, dates, origins
 
     def _recall_steps(
         self, scope: Scope, plan: _Recall, on: date | None, *, reinforce: bool = True
@@ -279,6 +251,20 @@ class Injector:
                 rows = yield from recall_repo.ranked_steps(plan.by_text())
         else:
             rows = yield from recall_repo.ranked_steps(plan.params)
+        history, dates = yield from self._after_steps(scope, plan, rows, on, reinforce)
+        return rows, history, dates, origins
+
+    def _after_steps(
+        self,
+        scope: Scope,
+        plan: _Recall,
+        rows: recall_repo.Ranked,
+        on: date | None,
+        reinforce: bool,
+    ) -> Steps[tuple[list[HistoryEntry], Dates | None]]:
+        """What an inject reads after its facts: it reinforces them (unless not
+        ``reinforce``), and reads its history and their dates where the settings ask."""
+        m = self.settings.memory
         if reinforce and self._reads.reinforces(on):
             try:
                 # a write: only the scope's own facts (the statement's scope match)
@@ -292,7 +278,49 @@ class Injector:
             else []
         )
         dates = (yield from fact_repo.dates_steps([r[0] for r in rows])) if plan.dated else None
-        return rows, history, dates, origins
+        return history, dates
+
+    def _together_steps(
+        self,
+        scope: Scope,
+        plan: _Recall,
+        search: SnippetQuery,
+        on: date | None,
+        reinforce: bool,
+    ) -> Steps[_Found | None]:
+        """What an inject whose facts are ranked by relevance reads, its facts and its past
+        messages ranked by one statement (`agent_memory.db.together`); None when that
+        statement failed (e.g. pgvector dropped), to be read again each on its own, as each
+        falls back alone."""
+        levels = len(plan.levels) > 1
+        columns = together.LEVEL_FACT_COLUMNS if levels else together.FACT_COLUMNS
+        try:
+            facts = yield from self._fact_ranking_steps(scope, plan)
+            snippets = yield from self._conversations.ranking_steps(search)
+            fact_rows, snippet_rows = yield from together.together_steps(facts, columns, snippets)
+        except psycopg.Error as exc:
+            log.warning("ranking facts and messages in one statement failed (%s); apart", exc)
+            return None
+        origins = None
+        if levels:
+            rows, origins = level_repo.levels_rows(fact_rows, plan.levels)
+        else:
+            rows = recall_repo.ranked_rows(fact_rows)
+        history, dates = yield from self._after_steps(scope, plan, rows, on, reinforce)
+        return rows, history, snippet_repo.found_snippets(snippet_rows), dates, origins
+
+    def _fact_ranking_steps(self, scope: Scope, plan: _Recall) -> Steps[Ranking]:
+        """The statement ranking an inject's facts by relevance (not by importance), over its
+        levels, through the HNSW indexes of those that have one."""
+        if len(plan.levels) > 1:
+            anns = None
+            if plan.vector is not None:
+                anns = []
+                for level in plan.levels:
+                    anns.append((yield from self._ann.steps("facts", level)))
+            return level_repo.levels_ranking(plan.params, plan.levels, plan.vector, anns)
+        ann = (yield from self._ann.steps("facts", scope)) if plan.vector is not None else None
+        return recall_repo.ranking(plan.params, plan.vector, ann)
 
     def _levels_steps(self, plan: _Recall) -> Steps[tuple[recall_repo.Ranked, level_repo.Origins]]:
         """The facts of an inject that reads several levels, ranked together."""
@@ -328,21 +356,12 @@ class Injector:
         search = self._snippet_query(scope, plan)
 
         def read(
-            pool: ConnectionPool, conn: psycopg.Connection[Any], primary: bool
+            _pool: ConnectionPool, conn: psycopg.Connection[Any], primary: bool
         ) -> tuple[_Recall, _Found]:
             used = plan.copy()
-            beside = self._conversations.beside_sync(pool, search)
-            rows, history, dates, origins = run_sync(
-                conn, self._recall_steps(scope, used, on, reinforce=primary)
-            )
-            snippets = (
-                beside.result()
-                if beside is not None
-                else run_sync(conn, self._conversations.steps(search))
-            )
-            return used, (rows, history, snippets, dates, origins)
+            return used, run_sync(conn, self._read_steps(scope, used, search, on, primary))
 
         (used, found), primary = self._reads.run_sync(read)
         if not primary and self._reads.reinforces(on):
             self._reads.reinforce_sync(scope, [r[0] for r in found[0]], used.at)
-        return self._frame(scope, used, *found)
+        return self._frame(scope, used, found)

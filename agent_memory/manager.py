@@ -173,14 +173,10 @@ class MemoryManager:
     async def close(self) -> None:
         """Close the connection pools. The manager cannot be used afterwards."""
         await self._later.stop()  # no drain in the background from now on
-        self._backend.pools.closed = True  # no new connection while the searches' threads end
-        await asyncio.to_thread(self._conversations.close)
         await self._backend.aclose()
 
     def close_sync(self) -> None:
         self._later.stop_sync()
-        self._backend.pools.closed = True
-        self._conversations.close()
         self._backend.close()
 
     async def __aenter__(self) -> MemoryManager:

@@ -271,6 +271,7 @@ class Episode(BaseModel):
 
 
 JobStatus = Literal["running", "completed", "skipped", "failed", "dead"]
+InjectRanking = Literal["importance", "priors", "text", "vector", "hybrid"]  # an inject's
 
 # Where a fact's decay clock starts: when memory learned it ("import": the later of the
 # conversation's time and when its episode was stored, so history imported today starts fresh)
@@ -360,7 +361,7 @@ class WorkingMemoryFrame(BaseModel):
     importances: list[float] = Field(default_factory=list)
     # what ranked these facts: importance alone; the priors alone (no question); relevance to
     # the question by full text, by meaning, or both fused ("hybrid")
-    ranking: Literal["importance", "priors", "text", "vector", "hybrid"] = "importance"
+    ranking: InjectRanking = "importance"
     scores: list[float] = Field(default_factory=list)  # the ranking's score (not importance)
     # when each fact became true, as said in the prompt ("since 2026-05-20"; events "on ...");
     # empty when dates are not given (AGENT_MEMORY_INJECT_DATES)

@@ -58,7 +58,7 @@ from typing import Any
 import psycopg
 
 from agent_memory import MemoryManager
-from agent_memory import inject as inject_module
+from agent_memory import frame as frame_module
 from agent_memory.db import recall
 from agent_memory.db.connection import GENERIC_PLANS
 from agent_memory.db.recall import Ranked
@@ -144,11 +144,11 @@ def choices() -> Iterator[list[tuple[Any, ...]]]:
         seen.append((found, facts, tokens))
         return chosen_snippets(found, facts, tokens)
 
-    inject_module.chosen_snippets = record  # type: ignore[attr-defined]
+    frame_module.chosen_snippets = record  # type: ignore[attr-defined]
     try:
         yield seen
     finally:
-        inject_module.chosen_snippets = chosen_snippets  # type: ignore[attr-defined]
+        frame_module.chosen_snippets = chosen_snippets  # type: ignore[attr-defined]
 
 
 async def inject_cpu(

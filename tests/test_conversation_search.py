@@ -214,12 +214,12 @@ async def test_inject_adds_relevant_messages_that_no_fact_covers_within_its_budg
         await off.close()
 
 
-async def test_snippets_are_searched_beside_the_facts_and_a_full_pool_never_waits(
+async def test_an_inject_searches_its_snippets_with_its_facts_on_one_connection(
     settings: Settings,
 ) -> None:
-    """The snippet search runs on a second pooled connection when one is free at once, on the
-    caller's own when none is (a pool of one), and callers that fill the pool never wait on
-    each other for a second connection (each would hold one and wait for another)."""
+    """An inject ranks its facts and searches its snippets in one statement, on the one pooled
+    connection it takes: callers that fill the pool each hold one and never wait on another
+    for a second, whatever the pool's size."""
     question = "What did the dentist say?"
     expected = ["The dentist said my wisdom tooth has to come out."]
     recorder = await MemoryManager.create(settings=settings, migrate=False)
@@ -234,11 +234,10 @@ async def test_snippets_are_searched_beside_the_facts_and_a_full_pool_never_wait
         try:
             pool = manager.backend.spool()
             asked = pool.get_stats().get("requests_num", 0)
-            assert [s.content for s in manager.inject_sync(ALEX, query=question).snippets] == (
-                expected
-            )
-            if connections == 2:  # both connections are open: the search took the second
-                assert pool.get_stats().get("requests_num", 0) - asked == 2
+            frame = manager.inject_sync(ALEX, query=question)
+            assert [s.content for s in frame.snippets] == expected
+            assert frame.ranking == "hybrid"
+            assert pool.get_stats().get("requests_num", 0) - asked == 1
             with ThreadPoolExecutor(max_workers=8) as callers:
                 asks = [
                     callers.submit(manager.inject_sync, ALEX, query=question) for _ in range(16)

@@ -47,11 +47,14 @@ from collections.abc import Sequence
 from agent_memory.db.fragments import SCOPE_KEY, SCOPE_MATCH
 from agent_memory.db.levels import level_key, merged
 
-# Any word of the message, parsed as every text is (see the module), ORed: the rows a question
-# matches at all. NULL text: no relevance; a message of stop words or punctuation only gives
-# an empty query, which matches nothing.
-QUERY = """(SELECT coalesce(string_agg(quote_literal(lexeme), ' | '), '')::tsquery AS q
-    FROM unnest(tsvector_to_array(agent_memory.search_vector(%(text)s))) AS lexeme)"""
+# The question's words, parsed as every text is (see the module), in lexeme order: a set of
+# rows. NULL text: none; a message of stop words or punctuation only: none. A statement that
+# ranks two corpora for one question reads them parsed once (agent_memory.db.together).
+QUESTION_WORDS = "unnest(tsvector_to_array(agent_memory.search_vector(%(text)s)))"
+# Any word of the message, ORed: the rows a question matches at all (an empty query for none,
+# which matches nothing).
+QUERY = f"""(SELECT coalesce(string_agg(quote_literal(lexeme), ' | '), '')::tsquery AS q
+    FROM {QUESTION_WORDS} AS lexeme)"""
 
 
 def text_hits(
@@ -109,7 +112,7 @@ def text_hits(
     WHERE x.searched AND x.search @@ (SELECT q FROM asked)"""
     return f"""terms AS (
     SELECT lexeme, quote_literal(lexeme)::tsquery AS q
-    FROM unnest(tsvector_to_array(agent_memory.search_vector(%(text)s))) AS lexeme
+    FROM {QUESTION_WORDS} AS lexeme
     LIMIT 32
 ),
 {corpus_cte},

@@ -23,6 +23,7 @@ from agent_memory.db.recall import (
     EMBEDDINGS,
     FACTS,
     Ranked,
+    Ranking,
     current,
     fetch_ranking_steps,
     rank,
@@ -110,6 +111,28 @@ def top_levels_steps(
     return _split(rows, False, levels)
 
 
+def levels_ranking(
+    params: dict[str, Any],
+    levels: Sequence[Scope],
+    vector: list[float] | None = None,
+    anns: Sequence[AnnIndex | None] | None = None,
+) -> Ranking:
+    """The statement of :func:`ranked_levels_steps` (whose rows :func:`levels_rows` reads)."""
+    values = {**params, **levels_params(levels)}
+    if vector is None:
+        return Ranking(ranked_levels_text(len(levels)), values)
+    indexes = tuple(anns) if anns is not None else (None,) * len(levels)
+    if len(indexes) != len(levels):
+        raise ValueError(f"{len(indexes)} indexes for {len(levels)} levels")
+    values["vector"] = QueryVector(vector)
+    return Ranking(ranked_levels_hybrid(indexes), values, any(a is not None for a in indexes))
+
+
+def levels_rows(rows: list[Any], levels: Sequence[Scope]) -> tuple[Ranked, Origins]:
+    """The ranked facts of a ranking over ``levels``, and the scope each is filed under."""
+    return _split(rows, True, levels)
+
+
 def ranked_levels_steps(
     params: dict[str, Any],
     levels: Sequence[Scope],
@@ -119,17 +142,9 @@ def ranked_levels_steps(
     """:func:`agent_memory.db.recall.ranked` over all ``levels`` ranked as one scope: by full
     text (the levels' statistics summed), and by meaning when ``vector`` is given, each level's
     nearest read through its own HNSW index where ``anns`` names one."""
-    values = {**params, **levels_params(levels)}
-    if vector is None:
-        rows = yield from fetch_ranking_steps(ranked_levels_text(len(levels)), values, False)
-        return _split(rows, True, levels)
-    indexes = tuple(anns) if anns is not None else (None,) * len(levels)
-    if len(indexes) != len(levels):
-        raise ValueError(f"{len(indexes)} indexes for {len(levels)} levels")
-    query = ranked_levels_hybrid(indexes)
-    values["vector"] = QueryVector(vector)
-    rows = yield from fetch_ranking_steps(query, values, any(a is not None for a in indexes))
-    return _split(rows, True, levels)
+    statement = levels_ranking(params, levels, vector, anns)
+    rows = yield from fetch_ranking_steps(statement.query, statement.values, statement.index)
+    return levels_rows(rows, levels)
 
 
 ranked_levels, ranked_levels_sync = dual(ranked_levels_steps)

@@ -49,6 +49,8 @@ def vector_hits(
     statement's parameters) instead of ``2 * candidates``, the scan's queue sized to match.
     """
     passing = (table, where)
+    # an iterative scan keeps only the rows ``where`` admits (see _nearest): not read again
+    kept = all(index is not None and index.iterative for index in (levels or (ann,)))
     if levels is None:
         nearest = _nearest(embeddings, key, f"e.{SCOPE_MATCH}", ann, queue=queue, passing=passing)
     else:
@@ -63,17 +65,21 @@ def vector_hits(
         )
         nearest = f"""SELECT id, distance FROM ({each}) AS each_level
                       ORDER BY distance LIMIT 2 * %(candidates)s"""
+    found = f"""SELECT nearest.id, nearest.distance FROM ({nearest}) AS nearest
+                ORDER BY nearest.distance LIMIT %(candidates)s"""
+    if not kept:
+        found = f"""SELECT m.id, nearest.distance
+                FROM ({nearest}) AS nearest
+                CROSS JOIN LATERAL {by_id(table, "nearest.id")} AS m
+                WHERE {where}
+                ORDER BY nearest.distance LIMIT %(candidates)s"""
     return f"""vector_hits AS (
     SELECT id, r, CASE WHEN floor > 0 THEN greatest(similarity - floor, 0) / (1 - floor)
                        ELSE greatest(similarity, 0) END AS n
     FROM (SELECT id, row_number() OVER (ORDER BY distance, id) AS r, 1 - distance AS similarity,
                  CASE WHEN %(vector_floor)s::bool AND count(*) OVER () >= %(candidates)s
                       THEN least(1 - max(distance) OVER (), 0.999999) ELSE 0 END AS floor
-          FROM (SELECT m.id, nearest.distance
-                FROM ({nearest}) AS nearest
-                CROSS JOIN LATERAL {by_id(table, "nearest.id")} AS m
-                WHERE {where}
-                ORDER BY nearest.distance LIMIT %(candidates)s) AS found) AS ranked
+          FROM ({found}) AS found) AS ranked
 )"""
 
 

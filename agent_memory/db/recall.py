@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import functools
 import weakref
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -137,17 +138,29 @@ def ranked_hybrid_ann(ann: AnnIndex) -> str:
 Ranked = list[tuple[int, str, float, float]]  # fact id, content, importance, score
 
 
-def _rows(rows: list[Any]) -> Ranked:
+def ranked_rows(rows: list[Any]) -> Ranked:
+    """The ranked facts of a ranking statement's rows."""
     return [(int(r[0]), str(r[1]), float(r[2]), float(r[3])) for r in rows]
 
 
-def _statement(
-    params: dict[str, Any], vector: list[float] | None, ann: AnnIndex | None
-) -> tuple[str, dict[str, Any]]:
+@dataclass(frozen=True)
+class Ranking:
+    """A ranking statement to run (:func:`fetch_ranking_steps`): its text, its values, and
+    whether it reads a scope's HNSW index."""
+
+    query: str
+    values: dict[str, Any]
+    index: bool = False
+
+
+def ranking(
+    params: dict[str, Any], vector: list[float] | None = None, ann: AnnIndex | None = None
+) -> Ranking:
+    """The statement of :func:`ranked_steps` (whose rows :func:`ranked_rows` reads)."""
     if vector is None:
-        return RANKED_TEXT, params
+        return Ranking(RANKED_TEXT, params)
     query = RANKED_HYBRID if ann is None else ranked_hybrid_ann(ann)
-    return query, {**params, "vector": QueryVector(vector)}
+    return Ranking(query, {**params, "vector": QueryVector(vector)}, ann is not None)
 
 
 # Ranking statements run as psycopg runs any statement, prepared once they recur, and are
@@ -209,9 +222,9 @@ def ranked_steps(
     """The best facts by the hybrid score (see the module): by full text, and by meaning too
     when ``vector`` (the question's embedding) and ``params["model"]`` are given; through the
     scope's own HNSW index ``ann`` when it has one."""
-    query, values = _statement(params, vector, ann)
-    return _rows(
-        (yield from fetch_ranking_steps(query, values, vector is not None and ann is not None))
+    statement = ranking(params, vector, ann)
+    return ranked_rows(
+        (yield from fetch_ranking_steps(statement.query, statement.values, statement.index))
     )
 
 

@@ -26,7 +26,7 @@ from agent_memory.db.fulltext import text_hits
 from agent_memory.db.fusion import DEFAULT_FUSION, FUSED, Fusion
 from agent_memory.db.nearest import NO_VECTOR_HITS, by_id, vector_hits
 from agent_memory.db.query_vector import QueryVector
-from agent_memory.db.recall import fetch_ranking_steps
+from agent_memory.db.recall import Ranking, fetch_ranking_steps
 from agent_memory.decay import day_index
 from agent_memory.models import Reply, Scope, Snippet
 
@@ -152,16 +152,18 @@ def search_params(
     }
 
 
-def _statement(
-    params: dict[str, Any], vector: list[float] | None, ann: AnnIndex | None
-) -> tuple[str, dict[str, Any]]:
+def search_ranking(
+    params: dict[str, Any], vector: list[float] | None = None, ann: AnnIndex | None = None
+) -> Ranking:
+    """The statement of :func:`search_steps` (whose rows :func:`found_snippets` reads)."""
     if vector is None or not params.get("model"):
-        return SEARCH_TEXT, params
+        return Ranking(SEARCH_TEXT, params)
     query = SEARCH_HYBRID if ann is None else search_hybrid_ann(ann)
-    return query, {**params, "vector": QueryVector(vector)}
+    return Ranking(query, {**params, "vector": QueryVector(vector)}, ann is not None)
 
 
-def _snippets(rows: list[Any]) -> list[Snippet]:
+def found_snippets(rows: list[Any]) -> list[Snippet]:
+    """The snippets of a search statement's rows, best first."""
     return [
         Snippet(
             id=r[0] if r[0] > 0 else None,
@@ -186,9 +188,10 @@ def search_steps(
     """The scope's messages most relevant to ``params["text"]`` (by meaning too when
     ``vector`` and ``params["model"]`` are given; through the scope's own HNSW index ``ann``
     when it has one), best first."""
-    query, values = _statement(params, vector, ann)
-    ann_read = query is not SEARCH_TEXT and ann is not None
-    return _snippets((yield from fetch_ranking_steps(query, values, ann_read)))
+    statement = search_ranking(params, vector, ann)
+    return found_snippets(
+        (yield from fetch_ranking_steps(statement.query, statement.values, statement.index))
+    )
 
 
 search, search_sync = dual(search_steps)
