@@ -336,7 +336,7 @@ class Snippet(BaseModel):
 
     def line(self) -> str:
         """The snippet as a dated, attributed line for a prompt (with the reply, if any)."""
-        said = f"{self.occurred_at:%Y-%m-%d}, {self.speaker}: {self.content}"
+        said = f"{self.occurred_at.date().isoformat()}, {self.speaker}: {self.content}"
         return f"{said} \u2014 {self.reply.speaker}: {self.reply.content}" if self.reply else said
 
 
