@@ -100,6 +100,8 @@ def chosen_snippets(found: list[Snippet], facts: Ranked, tokens: int) -> list[Sn
     `agent_memory.token_estimate`), skipping what an injected fact or a better snippet already
     says. A question's reply counts as what the snippet says: the question alone is context
     for it."""
+    if not found:
+        return []
     budget = float(tokens)
     facts_say = _FactWords(facts)
     chosen: list[tuple[Snippet, frozenset[str]]] = []

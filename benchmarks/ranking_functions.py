@@ -2,8 +2,9 @@
 
 Could the ranking statements be SQL functions at no cost (issue 41, item 4)? The statement
 the default inject sends (the facts' ranking over the person's levels and the snippet search,
-as one: agent_memory.db.together) and the one-scope fact ranking, each read through a scope's own HNSW index, are captured from
-psycopg as they are sent, and each is made a ``LANGUAGE sql STABLE`` set-returning function in
+as one: agent_memory.db.together) and the one-scope fact ranking, each read through a scope's
+own HNSW index, are captured from psycopg as they are sent, and each is made a ``LANGUAGE sql
+STABLE`` set-returning function in
 a schema of this benchmark's (its body the statement in ``$n`` placeholders, the index's scope
 tag, model and dimensions turned into arguments that the calling statement passes as
 literals, so that once PostgreSQL inlines the function its partial index still applies). Per
