@@ -53,12 +53,29 @@ def _languages_of() -> dict[str, tuple[str, ...]]:
     return {word: tuple(languages) for word, languages in found.items()}
 
 
+# control characters that are [:space:] (the other controls are neither space nor punctuation)
+_SPACE_CONTROLS = frozenset("\t\n\x0b\x0c\r")
+# a letter, a digit, a letter-like number: part of a word
+_WORD_CATEGORIES = frozenset(("Lu", "Ll", "Lt", "Lm", "Lo", "Nd", "Nl"))
+
+
 @lru_cache(maxsize=8192)
 def _breaks(ch: str) -> bool:
     """Whether a character ends a word, as the database's [:space:] and [:punct:] in its
-    C.UTF-8 locale: anything but a letter, a digit or a spacing mark (a Devanagari vowel
-    sign is part of its word; an accent written apart is not)."""
-    return not (ch.isalpha() or unicodedata.category(ch) in ("Nd", "Mc"))
+    C.UTF-8 locale (glibc's classes: a word is what is alphabetic or a digit): a letter, a
+    digit or a letter-like number does not; a combining mark does not when it is part of its
+    letter (a vowel sign, a candrabindu: no combining class) and does when it is written over
+    one (an accent, a virama, a nukta); a control character only when it is white space; a
+    character not assigned does not. tests/test_languages.py checks every character of the
+    scripts the stop lists are written in against the server."""
+    category = unicodedata.category(ch)
+    if category in _WORD_CATEGORIES or category == "Cn":
+        return False
+    if category == "Cc":
+        return ch in _SPACE_CONTROLS
+    if category in ("Mn", "Mc"):
+        return unicodedata.combining(ch) != 0
+    return True
 
 
 def words(text: str, limit: int = _WORDS_READ) -> list[str]:

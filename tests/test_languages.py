@@ -16,7 +16,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 from agent_memory import MemoryManager
 from agent_memory.extraction.offline import operations_from_text
-from agent_memory.languages import language_of, stop_words, words
+from agent_memory.languages import _breaks, language_of, stop_words, words
 from agent_memory.models import Scope
 from agent_memory.settings import Settings
 
@@ -62,6 +62,46 @@ def test_the_stop_words_are_the_databases(db: psycopg.Connection[Any]) -> None:
             mine.setdefault(word, []).append(language)
     assert {w: sorted(ls) for w, ls in mine.items()} == {w: sorted(ls) for w, ls in row[0].items()}
     assert len(stop_words()) == 15
+
+
+# the scripts the stop lists are written in, and the breaks around them: Latin, Greek and
+# Cyrillic with their combining marks, Devanagari (Nepali's), general punctuation, the CJK
+# marks and kana, a run of Hangul; the two marks left out are ones glibc counts as letters and
+# Unicode does not give a category that says so (U+0345, U+034F)
+_SCRIPTS = [
+    *range(1, 0x345),
+    *range(0x346, 0x34F),
+    *range(0x350, 0x530),
+    *range(0x900, 0x980),
+    *range(0x1E00, 0x2070),
+    *range(0x3000, 0x3100),
+    *range(0xAC00, 0xAD00),
+]
+
+
+def test_each_character_of_the_stop_lists_scripts_breaks_a_word_as_in_the_database(
+    db: psycopg.Connection[Any],
+) -> None:
+    rows = db.execute(
+        "SELECT n FROM unnest(%s::int[]) AS n WHERE chr(n) ~ '[[:space:][:punct:]]'",
+        (_SCRIPTS,),
+    ).fetchall()
+    breaks = {int(r[0]) for r in rows}
+    assert [hex(n) for n in _SCRIPTS if _breaks(chr(n)) != (n in breaks)] == []
+    assert 0x94D in breaks and 0x948 not in breaks  # a virama breaks, a vowel sign does not
+
+
+def test_every_stop_word_alone_is_given_the_language_the_database_gives_it(
+    db: psycopg.Connection[Any],
+) -> None:
+    # each cut as the database cuts it: a Nepali word at its virama, a Hungarian "ill." at its
+    # stop (the characters' test above); before, at a vowel sign too, which the database keeps
+    listed = sorted({word for words_ in stop_words().values() for word in words_})
+    rows = db.execute(
+        "SELECT w, agent_memory.text_language(w) FROM unnest(%s::text[]) AS w", (listed,)
+    ).fetchall()
+    assert len(rows) == len(listed) > 1000
+    assert [(w, language) for w, language in rows if language_of(w) != language] == []
 
 
 @pytest.mark.parametrize("text", TEXTS)
