@@ -6,8 +6,8 @@ scope (default 10,000), on this machine's cores, against the same with the bundl
 a scope of its own, the same size):
 
 * ``inject`` - ``MemoryManager.inject`` with the default settings, in a user's scope (hybrid
-  ranking, past messages searched beside: none stored), the question embedded by the model in
-  the call: p50 / p95 ms; bound p50 <= 25 ms with E5;
+  ranking, past messages searched with the facts: none stored), the question embedded by the
+  model in the call: p50 / p95 ms; bound p50 <= 25 ms with E5;
 * ``ranking`` - the ranking statement alone with the question's vector given (embedding
   excluded, the scope's HNSW index read as inject reads it): bound p50 <= 5 ms with E5;
 * ``question`` - the question's embedding alone;

@@ -87,7 +87,7 @@ def _prepare(conn: Any, messages: int) -> None:
 
 
 def _searches(conn: Any, start: int, searches: int) -> dict[str, float]:
-    """The conversation search's p50 (full text, as inject runs it beside the facts) with 0, 1,
+    """The conversation search's p50 (full text, as inject runs it with the facts) with 0, 1,
     10 and 50 of the scope's episodes waiting to be indexed: turns recorded from ``start``."""
     out: dict[str, float] = {}
     day = today()

@@ -18,12 +18,13 @@ The figures, per call, each an average over --iterations calls after a warm-up (
 that take turns with the references):
 
 * inject - ``MemoryManager.inject`` with the default settings (hybrid ranking over the levels,
-  snippets searched beside on a second pooled connection): ``client_ms`` (this process's CPU,
-  ``time.process_time``), split into the question's embedding (the bundled model), psycopg's
-  work for the statements (from their runs below), choosing the snippets (``chosen_snippets``
-  on the arguments the injects gave it) and the rest (planning the inject, building the frame,
-  the pool, asyncio); ``server_ms`` (the CPU of the database's client backends, read from
-  /proc); ``background_ms`` (WAL writer, checkpointer, background writer, autovacuum)
+  snippets searched in the same statement, agent_memory.db.together): ``client_ms`` (this
+  process's CPU, ``time.process_time``), split into the question's embedding (the bundled
+  model), psycopg's work for the statements (from their runs below), choosing the snippets
+  (``chosen_snippets`` on the arguments the injects gave it) and the rest (planning the
+  inject, building the frame, the pool, asyncio); ``server_ms`` (the CPU of the database's
+  client backends, read from /proc); ``background_ms`` (WAL writer, checkpointer, background
+  writer, autovacuum)
 * record - ``MemoryManager.record`` of a two-message turn, the same figures, and the server
   CPU of its INSERT with the triggers off (``server_ms_without_triggers``: since schema 26 the
   trigger queues the episode for the drain that makes its sentences snippets; a superuser's
@@ -33,9 +34,8 @@ that take turns with the references):
   pool's (generic plans, the HNSW queue size), each run's CPU read around it: its server and
   client CPU per run, how often an operation sends it, and its share of the operation's CPU
   (server + client); a ranking's server CPU also with each side left out, meaning or full
-  text (the same statement with its vector, or its text, None). Their shares leave out the
-  client work above that is not a statement's, and the server's extra work when the two
-  statements of an inject run at once on two backends (about a tenth here)
+  text (the same statement with its vector, or its text, None: both rankings' side at once).
+  Their shares leave out the client work above that is not a statement's
 * references - ``SELECT 1`` on that connection, and importance-only inject
   (AGENT_MEMORY_INJECT_RANKING=importance) on a manager of its own
 

@@ -55,7 +55,7 @@ def test_turn_cpu_reports_inject_and_record_client_server_and_statements(
     statements = result["statements"]
     ranking = [s for s in statements["inject"] if "memory_items" in s["reads"]]
     search = [s for s in statements["inject"] if "snippets" in s["reads"]]
-    assert ranking and search  # the facts' ranking and the snippet search, beside it
+    assert ranking and search  # the facts' ranking and the snippet search (one statement)
     for s in ranking + search:  # each with a side left out in turn
         _positive(s, "server_ms_without_vector", "server_ms_without_text")
     insert = statements["record"][0]
