@@ -23,6 +23,7 @@ from agent_memory.db import fusion, together
 from agent_memory.db import level_reads as level_repo
 from agent_memory.db import recall as recall_repo
 from agent_memory.db import snippets as snippet_repo
+from agent_memory.db.ann_indexes import AnnIndex
 from agent_memory.db.dual import Steps, run_async, run_sync
 from agent_memory.db.nearest import HNSW_DEFAULT_QUEUE
 from agent_memory.db.recall import Ranking
@@ -166,8 +167,7 @@ class Injector:
             queue=max(m.inject_candidates, HNSW_DEFAULT_QUEUE),
         )
         params["model"] = plan.params.get("model")
-        # read now: the fact ranking, run before the search where apart, may fall back to full
-        # text
+        # read now: the fact ranking, when run apart before the search, may fall back to text
         return SnippetQuery(scope, params, plan.vector)
 
     def _frame(self, scope: Scope, plan: _Recall, found: _Found) -> WorkingMemoryFrame:
@@ -313,14 +313,17 @@ class Injector:
         """The statement ranking an inject's facts by relevance (not by importance), over its
         levels, through the HNSW indexes of those that have one."""
         if len(plan.levels) > 1:
-            anns = None
-            if plan.vector is not None:
-                anns = []
-                for level in plan.levels:
-                    anns.append((yield from self._ann.steps("facts", level)))
+            anns = (yield from self._level_anns(plan)) if plan.vector is not None else None
             return level_repo.levels_ranking(plan.params, plan.levels, plan.vector, anns)
         ann = (yield from self._ann.steps("facts", scope)) if plan.vector is not None else None
         return recall_repo.ranking(plan.params, plan.vector, ann)
+
+    def _level_anns(self, plan: _Recall) -> Steps[list[AnnIndex | None]]:
+        """Each level's own HNSW index of facts, if it has one."""
+        anns = []
+        for level in plan.levels:
+            anns.append((yield from self._ann.steps("facts", level)))
+        return anns
 
     def _levels_steps(self, plan: _Recall) -> Steps[tuple[recall_repo.Ranked, level_repo.Origins]]:
         """The facts of an inject that reads several levels, ranked together."""
@@ -333,9 +336,7 @@ class Injector:
             )
         if plan.vector is not None:
             try:
-                anns = []
-                for level in plan.levels:
-                    anns.append((yield from self._ann.steps("facts", level)))
+                anns = yield from self._level_anns(plan)
                 return (
                     yield from level_repo.ranked_levels_steps(
                         plan.params, plan.levels, plan.vector, anns

@@ -63,3 +63,14 @@ def native_form(query: str, params: Any) -> tuple[str, list[Any]] | None:
         return text, [params[name] for name in names]
     except KeyError as missing:  # as psycopg says it
         raise psycopg.ProgrammingError(f"query parameter missing: {missing.args[0]}") from None
+
+
+def renamed(query: str, names: frozenset[str], prefix: str) -> str:
+    """``query`` with each ``%(name)s`` placeholder of ``names`` renamed ``%(<prefix>name)s``
+    (``%%`` and every other placeholder left as they are)."""
+
+    def rename(match: re.Match[str]) -> str:
+        name = match.group(1)
+        return f"%({prefix}{name})s" if name in names else match.group(0)
+
+    return _PLACEHOLDER.sub(rename, query)

@@ -20,16 +20,14 @@ a first CTE that both read (``agent_memory.db.fulltext.QUESTION_WORDS``).
 from __future__ import annotations
 
 import functools
-import re
 from typing import Any
 
+from agent_memory.db import native
 from agent_memory.db.dual import Steps
 from agent_memory.db.fulltext import QUESTION_WORDS
 from agent_memory.db.query_vector import QueryVector
 from agent_memory.db.recall import Ranking, fetch_ranking_steps
 
-# a named placeholder, not one escaped as %%(...)
-_PLACEHOLDER = re.compile(r"(?<!%)%\((\w+)\)s")
 # the columns a ranking returns: facts, of one scope or over levels; messages
 FACT_COLUMNS, LEVEL_FACT_COLUMNS, SNIPPET_COLUMNS = 4, 7, 11
 _FACTS, _SNIPPETS = 1, 2
@@ -53,10 +51,7 @@ def _statement(facts: str, fact_columns: int, snippets: str, renamed: frozenset[
         shared = f"WITH question AS MATERIALIZED (SELECT {QUESTION_WORDS} AS lexeme)\n"
         facts = facts.replace(QUESTION_WORDS, _SHARED_WORDS)
         snippets = snippets.replace(QUESTION_WORDS, _SHARED_WORDS)
-    snippets = _PLACEHOLDER.sub(
-        lambda m: f"%(s_{m[1]})s" if m[1] in renamed else m[0],
-        snippets,
-    )
+    snippets = native.renamed(snippets, renamed, "s_")
 
     def columns(alias: str, n: int) -> list[str]:
         return [f"{alias}.c{k}" for k in range(1, n + 1)]
