@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from agent_memory import MemoryManager, Scope
 from agent_memory.db import facts as fact_repo
+from agent_memory.db.fragments import SCOPE_KEY, SCOPE_MATCH
 from agent_memory.models import Fact
 from agent_memory.settings import MemorySettings, Settings
 
@@ -102,3 +103,36 @@ def test_each_scope_sees_exactly_the_facts_of_its_levels(
         read = scope.levels("user,agent")
         expected = {f"fact-{i}" for i, other in enumerate(scopes) if other in read}
         assert set(frame.injected_facts) == expected, scope
+
+
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(scope=st.builds(Scope, part, part, part))
+def test_the_key_has_one_value_in_queries_and_in_stored_rows(
+    db: psycopg.Connection[Any], scope: Scope
+) -> None:
+    """The generated columns call agent_memory.scope_key (PL/pgSQL, never inlined), the queries
+    scope_key_inline (SQL, inlined): both give one key for every scope (sql/0036)."""
+    params = {
+        "user_id": scope.user_id,
+        "agent_id": scope.agent_id,
+        "workflow_id": scope.workflow_id,
+    }
+    row = db.execute(
+        f"SELECT agent_memory.scope_key(%(user_id)s, %(agent_id)s, %(workflow_id)s), {SCOPE_KEY}",
+        params,
+    ).fetchone()
+    assert row is not None and row[0] == row[1]
+    # and the key a write stores is the key a query looks for
+    db.execute("TRUNCATE agent_memory.memory_items CASCADE")
+    db.execute(
+        fact_repo.UPSERT,
+        fact_repo.upsert_params(
+            scope, Fact(content="a fact", importance=0.5), datetime.now(UTC), None
+        ),
+    )
+    found = db.execute(
+        f"SELECT count(*) FROM agent_memory.memory_items WHERE {SCOPE_MATCH}", params
+    ).fetchone()
+    assert found == (1,)

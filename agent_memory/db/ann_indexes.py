@@ -49,7 +49,7 @@ SELECT dims, scope_tag,
        (SELECT extversion FROM pg_extension WHERE extname = 'vector'), vector_type
 FROM agent_memory.ann_indexes
 WHERE kind = %(kind)s AND model = %(model)s AND scope_tag IS NOT NULL
-  AND scope_key = agent_memory.scope_key(%(user_id)s, %(agent_id)s, %(workflow_id)s)
+  AND scope_key = agent_memory.scope_key_inline(%(user_id)s, %(agent_id)s, %(workflow_id)s)
 """
 
 

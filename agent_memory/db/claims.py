@@ -19,7 +19,7 @@ from agent_memory.models import Scope
 # that finds a row held skips it rather than waiting on an uncommitted insert)
 ENSURE = """
 INSERT INTO agent_memory.scope_claims (scope_key)
-SELECT DISTINCT agent_memory.scope_key(u, a, w)
+SELECT DISTINCT agent_memory.scope_key_inline(u, a, w)
 FROM unnest(%s::text[], %s::text[], %s::text[]) AS t(u, a, w)
 ORDER BY 1
 ON CONFLICT DO NOTHING
@@ -29,7 +29,7 @@ ON CONFLICT DO NOTHING
 # (a row another transaction holds is skipped, not waited for)
 CLAIM = """
 WITH wanted AS (
-    SELECT agent_memory.scope_key(u, a, w) AS k, i
+    SELECT agent_memory.scope_key_inline(u, a, w) AS k, i
     FROM unnest(%s::text[], %s::text[], %s::text[]) WITH ORDINALITY AS t(u, a, w, i)
 ), held AS MATERIALIZED (
     SELECT c.scope_key FROM agent_memory.scope_claims c

@@ -45,7 +45,7 @@ DELETE FROM agent_memory.memory_items m USING doomed WHERE m.id = doomed.id
 FADED = f"""
 SELECT count(*) FROM agent_memory.memory_items
 WHERE {_FADED}
-  AND scope_key IN (SELECT agent_memory.scope_key(u, a, w)
+  AND scope_key IN (SELECT agent_memory.scope_key_inline(u, a, w)
                     FROM unnest(%(users)s::text[], %(agents)s::text[], %(workflows)s::text[])
                          AS s(u, a, w))
 """

@@ -33,7 +33,7 @@ from agent_memory.db.erasure import Erased, Successor, record
 from agent_memory.models import Scope
 
 _KEYS = (
-    "ARRAY(SELECT agent_memory.scope_key(u, a, w)"
+    "ARRAY(SELECT agent_memory.scope_key_inline(u, a, w)"
     " FROM unnest(%(users)s::text[], %(agents)s::text[], %(workflows)s::text[]) AS t(u, a, w))"
 )
 LOCK_EPISODES = f"""

@@ -52,7 +52,7 @@ END
 
 # the scopes a statement is about (the three parts of each, as arrays), with each one's place
 # in the list, from 1 (a scope named twice is read once)
-SCOPES = """(SELECT agent_memory.scope_key(u, a, w) AS k, min(i) AS i
+SCOPES = """(SELECT agent_memory.scope_key_inline(u, a, w) AS k, min(i) AS i
      FROM unnest(%(users)s::text[], %(agents)s::text[], %(workflows)s::text[])
           WITH ORDINALITY AS s(u, a, w, i)
      GROUP BY 1)"""

@@ -85,7 +85,7 @@ CHECKPOINT_THREADS = (
 # how many of a thread's messages a backfill stored already (its episodes' source keys)
 IMPORTED_FROM_THREAD = """
 SELECT coalesce(sum(message_count), 0) FROM agent_memory.episodes
-WHERE scope_key = agent_memory.scope_key(%(user_id)s, %(agent_id)s, %(workflow_id)s)
+WHERE scope_key = agent_memory.scope_key_inline(%(user_id)s, %(agent_id)s, %(workflow_id)s)
   AND starts_with(source_key, %(prefix)s)
 """
 COUNTS = """

@@ -24,7 +24,7 @@ from psycopg.types.json import Jsonb
 from agent_memory.db import tenants
 from agent_memory.models import Scope
 
-KEY = "agent_memory.scope_key(%(user_id)s, %(agent_id)s, %(workflow_id)s)"
+KEY = "agent_memory.scope_key_inline(%(user_id)s, %(agent_id)s, %(workflow_id)s)"
 FACTS = f"SELECT id FROM agent_memory.memory_items WHERE scope_key = {KEY}"
 SNIPPETS = f"SELECT id FROM agent_memory.snippets WHERE scope_key = {KEY}"
 EPISODES = f"SELECT id FROM agent_memory.episodes WHERE scope_key = {KEY}"

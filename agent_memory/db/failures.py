@@ -19,7 +19,7 @@ RECORD_FAILURE = """
 INSERT INTO agent_memory.scope_retries AS r
     (scope_key, user_id, agent_id, workflow_id, failures, last_job_id, last_error,
      next_attempt_at, parked)
-VALUES (agent_memory.scope_key(%(user_id)s, %(agent_id)s, %(workflow_id)s),
+VALUES (agent_memory.scope_key_inline(%(user_id)s, %(agent_id)s, %(workflow_id)s),
         %(user_id)s, %(agent_id)s, %(workflow_id)s, 1, %(job_id)s, %(error)s,
         now() + make_interval(secs => least(%(max_wait_s)s, %(first_wait_s)s)),
         1 >= %(max_attempts)s)

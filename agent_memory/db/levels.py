@@ -14,7 +14,7 @@ from typing import Any
 from agent_memory.models import Scope
 
 # the keys of the levels read, in the order given (the scope itself first)
-LEVEL_KEYS = """ARRAY(SELECT agent_memory.scope_key(l.u, l.a, l.w)
+LEVEL_KEYS = """ARRAY(SELECT agent_memory.scope_key_inline(l.u, l.a, l.w)
       FROM unnest(%(level_user_ids)s::text[], %(level_agent_ids)s::text[],
                   %(level_workflow_ids)s::text[]) WITH ORDINALITY AS l(u, a, w, n) ORDER BY l.n)"""
 # a row of any of those levels

@@ -56,7 +56,7 @@ ORDER BY id
 # content is unique; one a writer adds meanwhile makes the move fail, and it merges instead)
 HELD = """
 SELECT id FROM agent_memory.memory_items
-WHERE scope_key = agent_memory.scope_key(%(to_user)s, %(to_agent)s, %(to_workflow)s)
+WHERE scope_key = agent_memory.scope_key_inline(%(to_user)s, %(to_agent)s, %(to_workflow)s)
   AND content_hash = %(hash)s
 """
 

@@ -21,7 +21,7 @@ from agent_memory.models import Scope
 BATCH = 200
 
 # the scopes' keys (NULL: every scope's), from their parts as agent_memory.scope_key makes them
-_KEYS = """(SELECT array_agg(agent_memory.scope_key(u, a, w))
+_KEYS = """(SELECT array_agg(agent_memory.scope_key_inline(u, a, w))
           FROM unnest(%(users)s::text[], %(agents)s::text[], %(workflows)s::text[])
                AS s(u, a, w))"""
 INDEX = f"SELECT agent_memory.index_pending(%(batch)s, {_KEYS})"
