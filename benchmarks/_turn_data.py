@@ -95,8 +95,8 @@ async def load(
         conn.execute(term_counts.COMPACT_ALL)  # as the consolidation flow folds each scope's
         conn.execute("VACUUM ANALYZE")
         row = conn.execute(
-            "SELECT count(*) FROM agent_memory.snippets WHERE scope_key = agent_memory.scope_key_inline("
-            "%(user_id)s, %(agent_id)s, %(workflow_id)s)",
+            "SELECT count(*) FROM agent_memory.snippets WHERE scope_key = "
+            "agent_memory.scope_key_inline(%(user_id)s, %(agent_id)s, %(workflow_id)s)",
             SCOPE.as_dict(),
         ).fetchone()
     built = {}

@@ -132,7 +132,6 @@ def test_the_key_has_one_value_in_queries_and_in_stored_rows(
             scope, Fact(content="a fact", importance=0.5), datetime.now(UTC), None
         ),
     )
-    found = db.execute(
-        f"SELECT count(*) FROM agent_memory.memory_items WHERE {SCOPE_MATCH}", params
-    ).fetchone()
+    query = f"SELECT count(*) FROM agent_memory.memory_items WHERE {SCOPE_MATCH}"  # noqa: S608
+    found = db.execute(query, params).fetchone()
     assert found == (1,)
