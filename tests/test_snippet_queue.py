@@ -269,7 +269,9 @@ def test_upgrading_keeps_what_was_indexed_and_queues_what_comes_after(
     assert db.execute(QUEUED).fetchall() == []
     later = episode_repo.insert_sync(db, ALEX, talk, {})
     assert db.execute(QUEUED).fetchall() == [(key(db, ALEX), later)]
-    assert snippet_queue.drain_sync(db) == 1
+    # drained as that release drained, by the schema's own function (today's code reads
+    # today's schema)
+    assert db.execute("SELECT agent_memory.index_pending(200, NULL)").fetchone() == (1,)
 
     def made(rows: list[Any]) -> list[tuple[Any, ...]]:  # all but the ids and the time
         return [(*r[2:7], r[8]) for r in rows]
