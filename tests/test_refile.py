@@ -70,7 +70,7 @@ def _everything(db: psycopg.Connection[Any]) -> list[Any]:
         ).fetchall(),
         db.execute("SELECT * FROM agent_memory.fact_sources ORDER BY 1, 2").fetchall(),
         db.execute(
-            "SELECT corpus, scope_key, lexeme, sum(docs), sum(size) FROM agent_memory.term_counts"
+            "SELECT corpus, scope_key, lexeme, sum(docs), sum(size) FROM agent_memory.term_rows"
             " GROUP BY 1, 2, 3 HAVING sum(docs) <> 0 OR sum(size) <> 0 ORDER BY 1, 2, 3"
         ).fetchall(),
         db.execute(
@@ -93,7 +93,7 @@ def _with_vectors(db: psycopg.Connection[Any]) -> None:
 def _counts_hold(db: psycopg.Connection[Any]) -> None:
     """The full-text statistics are those of the facts where they are now."""
     kept = db.execute(
-        "SELECT scope_key, lexeme, sum(docs) FROM agent_memory.term_counts WHERE corpus = 'f'"
+        "SELECT scope_key, lexeme, sum(docs) FROM agent_memory.term_rows WHERE corpus = 'f'"
         " GROUP BY 1, 2 HAVING sum(docs) <> 0 ORDER BY 1, 2"
     ).fetchall()
     recounted = db.execute(

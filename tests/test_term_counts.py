@@ -13,7 +13,7 @@ from typing import Any
 import psycopg
 
 from agent_memory import MemoryManager
-from agent_memory.db import fulltext, recall, snippet_queue
+from agent_memory.db import fulltext, fusion, level_reads, recall, snippet_queue
 from agent_memory.db import term_counts as counts_repo
 from agent_memory.decay import day_index, today
 from agent_memory.models import Scope
@@ -38,7 +38,7 @@ FROM agent_memory.snippets s GROUP BY 2
 """
 KEPT = """
 SELECT corpus::text, scope_key, lexeme, sum(docs)::bigint, sum(size)::bigint
-FROM agent_memory.term_counts GROUP BY 1, 2, 3 HAVING sum(docs) <> 0 OR sum(size) <> 0
+FROM agent_memory.term_rows GROUP BY 1, 2, 3 HAVING sum(docs) <> 0 OR sum(size) <> 0
 """
 
 
@@ -118,7 +118,7 @@ async def test_folding_keeps_the_sums_and_leaves_one_row_per_word(
         episode(db, SCOPE, f"Basil number {n} is sprouting.")
         load_facts(db, SCOPE, [{"content": f"User grows basil batch {n}.", "importance": 0.5}])
     episode(db, OTHER, "Basil elsewhere.")
-    spread = "SELECT count(*) FROM agent_memory.term_counts WHERE lexeme = 'basil'"
+    spread = "SELECT count(*) FROM agent_memory.term_rows WHERE lexeme = 'basil'"
     assert db.execute(spread).fetchone() == (11,)  # one change per statement
     truth = counts(db, RECOUNT)
 
@@ -153,6 +153,47 @@ async def test_a_scope_being_folded_elsewhere_is_left_to_that_fold(
     assert counts(db, KEPT) == truth
 
 
+def test_a_new_facts_words_are_one_row_and_rank_as_once_folded(db: psycopg.Connection[Any]) -> None:
+    """A new fact's words are appended as one row, its list (sql/0037); a ranking over lists not
+    folded, of one scope or of two levels, returns the rows and scores it returns once the
+    lists are folded into rows per word."""
+    person = Scope("backfilled")
+    rng = random.Random(37)
+    facts = sorted({_fact(rng) for _ in range(80)})
+    before = db.execute("SELECT count(*) FROM agent_memory.term_counts").fetchone()
+    load_facts(db, SCOPE, [{"content": c, "importance": 0.5} for c in facts[:50]])
+    load_facts(db, person, [{"content": c, "importance": 0.6} for c in facts[50:]])
+    after = db.execute("SELECT count(*) FROM agent_memory.term_counts").fetchone()
+    assert before is not None and after is not None and after[0] - before[0] == len(facts)
+    listed = db.execute(
+        "SELECT count(*) FROM agent_memory.term_counts WHERE words IS NOT NULL AND lexeme = ''"
+    ).fetchone()
+    assert listed == (len(facts),)
+    levels = SCOPE.levels("user")
+    assert levels == (SCOPE, person)
+    questions = [" ".join(rng.sample(_WORDS, rng.randint(1, 4))) + "?" for _ in range(12)]
+
+    def rankings() -> list[Any]:
+        found = []
+        for question in questions:
+            params = fusion.ranked_params(
+                SCOPE, question, on=today(), min_importance=0.0, limit=10, candidates=50
+            )
+            found.append(recall.ranked_sync(db, params))
+            found.append(level_reads.ranked_levels_sync(db, params, levels))
+        return found
+
+    unfolded = rankings()
+    assert any(ranked for ranked in unfolded)
+    assert counts(db, KEPT) == counts(db, RECOUNT)
+    db.execute(counts_repo.COMPACT_ALL)
+    assert db.execute(
+        "SELECT count(*) FROM agent_memory.term_counts WHERE words IS NOT NULL"
+    ).fetchone() == (0,)
+    assert counts(db, KEPT) == counts(db, RECOUNT)
+    assert rankings() == unfolded
+
+
 SPREAD = 32  # agent_memory.fold_fact_terms's, as store_put_memory calls it (sql/0030)
 ASKING = 4  # one new fact in ASKING (by a hash of its id) asks whether to fold
 
@@ -171,7 +212,7 @@ def test_store_puts_fold_the_words_they_spread_and_searches_rank_alike(
         for n in range(6 * SPREAD + 5):
             store.put(ns, f"k{n}", {"content": f"User {n} likes tea and {_WORDS[n % 20]}."})
         most = db.execute(
-            "SELECT max(n) FROM (SELECT count(*) AS n FROM agent_memory.term_counts"
+            "SELECT max(n) FROM (SELECT count(*) AS n FROM agent_memory.term_rows"
             " GROUP BY corpus, scope_key, lexeme) AS c"
         ).fetchone()
         assert most is not None and 1 < most[0] <= SPREAD + 4 * ASKING

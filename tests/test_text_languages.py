@@ -25,7 +25,7 @@ SELECT m.scope_key, lexeme, count(*) FROM agent_memory.memory_items m,
 WHERE m.superseded_at IS NULL GROUP BY 1, 2
 """
 KEPT_FACTS = """
-SELECT scope_key, lexeme, sum(docs) FROM agent_memory.term_counts
+SELECT scope_key, lexeme, sum(docs) FROM agent_memory.term_rows
 WHERE corpus = 'f' AND lexeme <> '' GROUP BY 1, 2 HAVING sum(docs) <> 0
 """
 

@@ -16,10 +16,14 @@ characters and pairs of characters.
 The statistics are the scope's own, exact: how many of its rows hold each word, how many
 rows it has and their total length, kept by ``agent_memory.term_counts`` (``corpus`` 'f'
 for facts, 's' for conversation sentences; sql/0017_term_counts.sql) as rows are written,
-whatever their order. They cover every current row of the scope; ``where`` may narrow the
-rows ranked (a date range, an importance floor) but not the statistics. With no ``corpus``
-(the Store's documents, a namespace's rather than a scope's) they are counted over the rows
-``where`` admits, on every call.
+whatever their order. A new fact's words are appended as one row: the fact's row of the
+scope's size (lexeme '') lists them in ``words`` until a fold writes them into rows of their
+own (sql/0037_fact_words_in_one_row.sql). The size's rows are read anyway, so their lists are
+joined there (``c.words``) and each word's count adds how many lists hold it. The statistics
+cover every current row of the scope; ``where`` may narrow the rows ranked (a date range, an
+importance floor) but not the statistics. With no ``corpus`` (the Store's documents, a
+namespace's rather than a scope's) they are counted over the rows ``where`` admits, on every
+call.
 
 The rows scored: every row of the scope holding one of the question's rarest words, in
 order of rarity as many words as hold at most ``GATHER`` rows between them, and, among the
@@ -191,18 +195,25 @@ def _statistics(
         # over the keys, or a join with them, is planned (without statistics, or in a
         # generic plan) as a scan of every scope's counts of the word
         each = "\n        UNION ALL ".join(
-            f"SELECT k.docs, k.size FROM {kept} WHERE {match} AND k.scope_key = {level_key(n)}"
+            f"SELECT k.docs, k.size, k.words FROM {kept}"
+            f" WHERE {match} AND k.scope_key = {level_key(n)}"
             for n in range(len(levels))
         )
         return f"({each}) AS k WHERE true"
 
+    # the words of the facts not folded yet, one entry a fact (c.words: see the module)
     counts = f"""SELECT coalesce(sum(k.docs), 0) AS n,
-           coalesce(sum(k.size), 0)::float8 / greatest(coalesce(sum(k.docs), 0), 1) AS avg_len
+           coalesce(sum(k.size), 0)::float8 / greatest(coalesce(sum(k.docs), 0), 1) AS avg_len,
+           agent_memory.cat_words(k.words) AS words
     FROM {counted("''")}"""
-    held = f"SELECT coalesce(sum(k.docs), 0) AS n FROM {counted('t.lexeme')}"
+    unfolded = "coalesce(cardinality(array_positions(c.words, t.lexeme)), 0)"
+    held = f"SELECT coalesce(sum(k.docs), 0) + {unfolded} AS n FROM {counted('t.lexeme')}"
     if pending is not None:
         waiting = f"(SELECT count(*) FROM {pending} x WHERE x.search @@ t.q)"
-        held = f"SELECT coalesce(sum(k.docs), 0) + {waiting} AS n FROM {counted('t.lexeme')}"
+        held = (
+            f"SELECT coalesce(sum(k.docs), 0) + {unfolded} + {waiting} AS n"
+            f" FROM {counted('t.lexeme')}"
+        )
     return counts, held
 
 
@@ -227,7 +238,7 @@ def _with_pending(counts: str, pending: str) -> str:
     return f"""indexed AS MATERIALIZED ({counts} AND %(text)s::text IS NOT NULL),
 corpus AS MATERIALIZED (
     SELECT s.n + w.n AS n, (s.avg_len * greatest(s.n, 1) + w.size) / greatest(s.n + w.n, 1)
-           AS avg_len
+           AS avg_len, s.words
     FROM indexed s,
          (SELECT count(*) AS n, coalesce(sum(length(x.search)), 0) AS size FROM {pending} x) w
 )"""

@@ -1,7 +1,8 @@
 """The scopes' full-text statistics (sql/0017_term_counts.sql): folding the changes appended by
 each write into one row per word, so that a reader sums few rows: a whole scope's (the flows;
-the Store's puts fold the words they write, agent_memory.fold_fact_terms in
-sql/0030_store_put_cheaper.sql)."""
+the Store's puts fold their scope once it has 32 new facts, agent_memory.fold_fact_terms). A
+new fact's words are appended as one row that lists them, and a fold writes them into their
+words' rows (sql/0037_fact_words_in_one_row.sql)."""
 
 from __future__ import annotations
 
@@ -23,17 +24,18 @@ WAIT_SCOPE = (
     + "))"
 )
 
-# every scope with a word counted in more than one row
+# every scope with a word counted in more than one row, or in a new fact's list (sql/0037)
 COMPACT_ALL = """
 SELECT coalesce(sum(agent_memory.compact_term_counts(scope_key)), 0)
 FROM (SELECT DISTINCT scope_key FROM agent_memory.term_counts
-      GROUP BY corpus, scope_key, lexeme HAVING count(*) > 1) AS spread
+      GROUP BY corpus, scope_key, lexeme HAVING count(*) > 1 OR count(words) > 0) AS spread
 """
 
 
 async def compact(conn: psycopg.AsyncConnection[Any], scope: Scope | None = None) -> int:
-    """Fold ``scope``'s counts (every scope's when None); how many rows that removed. A scope
-    another transaction is folding at the time is left to it."""
+    """Fold ``scope``'s counts (every scope's when None); how many rows that folded (read and
+    written again as one row per word, sql/0037). A scope another transaction is folding at
+    the time is left to it."""
     if scope is None:
         cur = await conn.execute(COMPACT_ALL)
     else:
