@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import random
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import psycopg
@@ -225,6 +226,39 @@ def test_store_puts_fold_the_words_they_spread_and_searches_rank_alike(
         assert after == before
     finally:
         manager.close_sync()
+
+
+def test_puts_and_folds_at_once_keep_the_counts_exact(
+    settings: Settings, db: psycopg.Connection[Any]
+) -> None:
+    """Writers putting to one scope at once, new keys and new wordings of old ones (which
+    supersede a fact whose words may still be in a list), while their puts fold the scope's
+    lists (sql/0037): the counts equal a recount after, and again once folded whole."""
+    managers = [MemoryManager.create_sync(settings=settings, migrate=False) for _ in range(4)]
+    ns = ("memories", "alice")
+
+    def writer(n: int) -> None:
+        store = managers[n].store()
+        for i in range(3 * SPREAD):
+            key = f"k{i % 24}" if i % 3 == 0 else f"w{n}-{i}"
+            store.put(ns, key, {"content": f"User {n} {i} likes {_WORDS[(n * 7 + i) % 60]}."})
+
+    try:
+        with ThreadPoolExecutor(len(managers)) as pool:
+            for done in [pool.submit(writer, n) for n in range(len(managers))]:
+                done.result()
+        folds = db.execute(
+            "SELECT count(*) FROM agent_memory.term_counts WHERE lexeme <> '' AND corpus = 'f'"
+        ).fetchone()
+        assert folds is not None and folds[0] > 0  # the puts folded lists into word rows
+        assert counts(db, KEPT) == counts(db, RECOUNT)
+        db.execute(counts_repo.COMPACT_ALL)
+        assert counts(db, KEPT) == counts(db, RECOUNT)
+        listed = db.execute("SELECT count(*) FROM agent_memory.term_counts WHERE words IS NOT NULL")
+        assert listed.fetchone() == (0,)
+    finally:
+        for manager in managers:
+            manager.close_sync()
 
 
 # ---- ranking a backfilled scope ----------------------------------------------------------
