@@ -84,15 +84,13 @@ def sentence(rng: random.Random, n: int) -> str:
     return f"User {n} " + " ".join(rng.choice(WORDS) for _ in range(8))
 
 
-async def _put_cpu(
-    dsn: str, stores: dict[str, Any], words: Callable[[random.Random, int], str], n: int
-) -> dict[str, Any]:
+async def _put_cpu(dsn: str, stores: dict[str, Any], n: int) -> dict[str, Any]:
     """CPU per put of a new item, each store's, in rounds that take turns (see the module)."""
     rng = random.Random(11)
 
     def putting(name: str, store: Any) -> Callable[[int], Any]:
         async def put(i: int) -> None:
-            store.put(NAMESPACE, f"cpu-{name}-{i}", {"content": words(rng, i)})
+            store.put(NAMESPACE, f"cpu-{name}-{i}", {"content": sentence(rng, i)})
 
         return put
 
@@ -150,7 +148,7 @@ def run(items: int, runs: int) -> dict[str, Any]:
                         started = time.perf_counter()
                         fn(store)
                         samples[op][name].append((time.perf_counter() - started) * 1000)
-            cpu = asyncio.run(_put_cpu(dsn, stores, sentence, max(runs * 2, 50)))
+            cpu = asyncio.run(_put_cpu(dsn, stores, max(runs * 2, 50)))
         manager.close_sync()
     figures: dict[str, Any] = {}
     for op, by_store in samples.items():

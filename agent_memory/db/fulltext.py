@@ -206,14 +206,11 @@ def _statistics(
            coalesce(sum(k.size), 0)::float8 / greatest(coalesce(sum(k.docs), 0), 1) AS avg_len,
            agent_memory.cat_words(k.words) AS words
     FROM {counted("''")}"""
-    unfolded = "coalesce(cardinality(array_positions(c.words, t.lexeme)), 0)"
-    held = f"SELECT coalesce(sum(k.docs), 0) + {unfolded} AS n FROM {counted('t.lexeme')}"
+    # to a word's kept count: the lists that hold it, and the waiting rows that do
+    added = "coalesce(cardinality(array_positions(c.words, t.lexeme)), 0)"
     if pending is not None:
-        waiting = f"(SELECT count(*) FROM {pending} x WHERE x.search @@ t.q)"
-        held = (
-            f"SELECT coalesce(sum(k.docs), 0) + {unfolded} + {waiting} AS n"
-            f" FROM {counted('t.lexeme')}"
-        )
+        added += f" + (SELECT count(*) FROM {pending} x WHERE x.search @@ t.q)"
+    held = f"SELECT coalesce(sum(k.docs), 0) + {added} AS n FROM {counted('t.lexeme')}"
     return counts, held
 
 
